@@ -7,14 +7,15 @@
 // because they sit on the publish and deliver paths.
 //
 // Decoding works on byte slices with offsets. A frame's payload aliases the
-// caller's read buffer; method Decode methods keep a string field unchanged when
-// the incoming bytes equal it, so a connection that reuses one struct per method
-// decodes repeated publishes without allocating.
+// caller's read buffer; method Decode methods and Properties.Decode keep a string
+// field unchanged when the incoming bytes equal it, so a connection that reuses
+// one struct per method decodes repeated publishes without allocating.
 //
 // Caveats:
 //   - Payload slices returned by ParseFrame alias the input buffer and are only
 //     valid until the caller reuses it.
-//   - Longstr fields and table byte arrays decoded by a method alias the input too.
+//   - Longstr fields decoded by a method alias the input too. Field tables,
+//     including their byte arrays, are copied out of it.
 //   - appendShortstr truncates strings longer than 255 bytes; callers validate
 //     names before they reach the wire.
 package amqp

@@ -3,6 +3,7 @@ package amqp
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Decoding errors. Each is wrapped with context by the decoder that returns it;
@@ -48,11 +49,16 @@ func NewError(code uint16, method uint32, format string, args ...any) *Error {
 func (e *Error) Error() string { return e.ReplyText() }
 
 // ReplyText is the reply-text sent on the wire, e.g. "NOT_FOUND - no queue 'q' in vhost '/'".
-// It is cut to the 255 bytes a short string allows.
+// It is cut to the 255 bytes a short string allows, at a character boundary
+// because clients decode the text as UTF-8.
 func (e *Error) ReplyText() string {
 	s := CodeName(e.Code) + " - " + e.Text
 	if len(s) > 255 {
-		s = s[:255]
+		n := 255
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
 	}
 	return s
 }

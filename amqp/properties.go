@@ -75,7 +75,10 @@ func AppendContentHeader(b []byte, bodySize uint64, rawProps []byte) []byte {
 
 // Decode reads property flags and values from raw (as found in ContentHeader.Props).
 // Continuation flag words, which basic never uses, are read and their bits ignored.
+// Properties absent from raw are cleared; string properties equal to p's current
+// values are kept, so a reused struct does not allocate for repeated strings.
 func (p *Properties) Decode(raw []byte) error {
+	old := *p
 	*p = Properties{}
 	flags, off, err := readShort(raw, 0)
 	if err != nil {
@@ -87,13 +90,13 @@ func (p *Properties) Decode(raw []byte) error {
 		}
 	}
 	p.Flags = flags &^ 1 &^ 2
-	str := func(flag uint16, dst *string) {
+	str := func(flag uint16, dst *string, cur string) {
 		if err == nil && flags&flag != 0 {
-			*dst, off, err = readShortstrInto(raw, off, "")
+			*dst, off, err = readShortstrInto(raw, off, cur)
 		}
 	}
-	str(FlagContentType, &p.ContentType)
-	str(FlagContentEncoding, &p.ContentEncoding)
+	str(FlagContentType, &p.ContentType, old.ContentType)
+	str(FlagContentEncoding, &p.ContentEncoding, old.ContentEncoding)
 	if err == nil && flags&FlagHeaders != 0 {
 		p.Headers, off, err = readTableField(raw, off)
 	}
@@ -103,17 +106,17 @@ func (p *Properties) Decode(raw []byte) error {
 	if err == nil && flags&FlagPriority != 0 {
 		p.Priority, off, err = readOctet(raw, off)
 	}
-	str(FlagCorrelationID, &p.CorrelationID)
-	str(FlagReplyTo, &p.ReplyTo)
-	str(FlagExpiration, &p.Expiration)
-	str(FlagMessageID, &p.MessageID)
+	str(FlagCorrelationID, &p.CorrelationID, old.CorrelationID)
+	str(FlagReplyTo, &p.ReplyTo, old.ReplyTo)
+	str(FlagExpiration, &p.Expiration, old.Expiration)
+	str(FlagMessageID, &p.MessageID, old.MessageID)
 	if err == nil && flags&FlagTimestamp != 0 {
 		p.Timestamp, off, err = readLonglong(raw, off)
 	}
-	str(FlagType, &p.Type)
-	str(FlagUserID, &p.UserID)
-	str(FlagAppID, &p.AppID)
-	str(FlagClusterID, &p.ClusterID)
+	str(FlagType, &p.Type, old.Type)
+	str(FlagUserID, &p.UserID, old.UserID)
+	str(FlagAppID, &p.AppID, old.AppID)
+	str(FlagClusterID, &p.ClusterID, old.ClusterID)
 	if err != nil {
 		return fmt.Errorf("properties: %w", err)
 	}
@@ -200,10 +203,18 @@ func skipTo(raw []byte, flag uint16) (int, bool) {
 		return 0, false
 	}
 	flags := binary.BigEndian.Uint16(raw)
-	if flags&1 != 0 || flags&flag == 0 {
+	if flags&flag == 0 {
 		return 0, false
 	}
+	// Skip continuation flag words as Decode does, so both agree on lists
+	// that carry them.
 	off := 2
+	for cont := flags; cont&1 != 0; {
+		var err error
+		if cont, off, err = readShort(raw, off); err != nil {
+			return 0, false
+		}
+	}
 	if flags&FlagContentType != 0 && flag != FlagContentType {
 		if _, off2, err := readShortstrBytes(raw, off); err == nil {
 			off = off2

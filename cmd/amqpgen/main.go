@@ -122,7 +122,10 @@ func generate(s *spec) ([]byte, error) {
 	}
 	p(")\n\n")
 
-	type entry struct{ id uint32; name string }
+	type entry struct {
+		id   uint32
+		name string
+	}
 	var all []entry
 	for _, c := range s.Classes {
 		for _, m := range c.Methods {
