@@ -1,0 +1,15 @@
+# Multi-stage build: compile a static warren binary, ship it on a small base.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/warren ./cmd/warren
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/warren /usr/local/bin/warren
+VOLUME /var/lib/warren
+EXPOSE 5672 15672 15692
+# Listen on all interfaces; data in the volume. The guest user may only connect
+# from loopback (as in RabbitMQ): configure a user for remote clients.
+ENTRYPOINT ["/usr/local/bin/warren", "--data-dir", "/var/lib/warren"]

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/warrenmq/warren/server"
+)
+
+// setting is one configuration key: its flag, default and documentation. The
+// README's configuration table lists the same keys.
+type setting struct {
+	key   string
+	def   any
+	usage string
+}
+
+var settings = []setting{
+	{"data-dir", "./data", "directory for all persistent state"},
+	{"amqp-listen", "0.0.0.0:5672", "AMQP listener address"},
+	{"mgmt-listen", "0.0.0.0:15672", "management HTTP API address (the management API is not built yet)"},
+	{"metrics-listen", "0.0.0.0:15692", "Prometheus metrics address (metrics are not built yet)"},
+	{"log-format", "text", "log format: text or json"},
+	{"log-level", "info", "log level: debug, info, warn or error"},
+	{"frame-max", 131072, "largest frame in bytes proposed to clients"},
+	{"channel-max", 2047, "highest channel number a client may open"},
+	{"heartbeat", 60 * time.Second, "heartbeat interval proposed to clients (0 disables)"},
+	{"handshake-timeout", 10 * time.Second, "drop connections that do not finish the handshake in this time"},
+	{"max-message-size", 128 << 20, "largest message body accepted, in bytes"},
+	{"memory-high-watermark", 0.4, "block publishers above this fraction of RAM (<= 1.0) or number of bytes (> 1.0); 0 disables"},
+	{"default-vhost", "/", "vhost created at start"},
+	{"default-user", "guest", "user created at start with full access to the default vhost"},
+	{"default-pass", "guest", "password of the default user"},
+	{"loopback-users", []string{"guest"}, "users that may only connect from loopback addresses"},
+	{"write-buffer-limit", 4 << 20, "bytes queued for one connection's socket before its consumers are paused"},
+}
+
+// loadConfig merges flags, WARREN_* environment variables and an optional
+// YAML file (flags win, then environment, then file, then defaults).
+func loadConfig(args []string, stderr io.Writer) (server.Config, *viper.Viper, bool, error) {
+	fs := pflag.NewFlagSet("warren", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configFile := fs.String("config", "", "YAML configuration file")
+	version := fs.Bool("version", false, "print the version and exit")
+	for _, s := range settings {
+		switch d := s.def.(type) {
+		case string:
+			fs.String(s.key, d, s.usage)
+		case int:
+			fs.Int(s.key, d, s.usage)
+		case float64:
+			fs.Float64(s.key, d, s.usage)
+		case time.Duration:
+			fs.Duration(s.key, d, s.usage)
+		case []string:
+			fs.StringSlice(s.key, d, s.usage)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return server.Config{}, nil, false, err
+	}
+	v := viper.New()
+	v.SetEnvPrefix("WARREN")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	for _, s := range settings {
+		v.SetDefault(s.key, s.def)
+	}
+	if err := v.BindPFlags(fs); err != nil {
+		return server.Config{}, nil, false, err
+	}
+	if *version {
+		return server.Config{}, v, true, nil
+	}
+	if *configFile != "" {
+		v.SetConfigFile(*configFile)
+		if err := v.ReadInConfig(); err != nil {
+			return server.Config{}, nil, false, fmt.Errorf("reading %s: %w", *configFile, err)
+		}
+	}
+	cfg, err := toServerConfig(v)
+	return cfg, v, false, err
+}
+
+// fileUser is a user in the YAML file's users list.
+type fileUser struct {
+	Name         string                       `mapstructure:"name"`
+	Password     string                       `mapstructure:"password"`
+	PasswordHash string                       `mapstructure:"password_hash"`
+	Tags         []string                     `mapstructure:"tags"`
+	Permissions  map[string]map[string]string `mapstructure:"permissions"`
+}
+
+func toServerConfig(v *viper.Viper) (server.Config, error) {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = v.GetString("data-dir")
+	cfg.AMQPListen = v.GetString("amqp-listen")
+	cfg.FrameMax = v.GetUint32("frame-max")
+	cfg.ChannelMax = uint16(v.GetUint32("channel-max"))
+	if v.GetUint32("channel-max") > 65535 {
+		return cfg, fmt.Errorf("channel-max %d above 65535", v.GetUint32("channel-max"))
+	}
+	cfg.Heartbeat = v.GetDuration("heartbeat")
+	cfg.HandshakeTimeout = v.GetDuration("handshake-timeout")
+	cfg.MaxMessageSize = v.GetUint64("max-message-size")
+	cfg.DefaultVhost = v.GetString("default-vhost")
+	cfg.DefaultUser = v.GetString("default-user")
+	cfg.DefaultPassword = v.GetString("default-pass")
+	cfg.LoopbackUsers = v.GetStringSlice("loopback-users")
+	cfg.WriteBufferLimit = v.GetInt("write-buffer-limit")
+	cfg.Vhosts = v.GetStringSlice("vhosts")
+	wm := v.GetFloat64("memory-high-watermark")
+	switch {
+	case wm < 0:
+		return cfg, fmt.Errorf("memory-high-watermark %v is negative", wm)
+	case wm == 0:
+		cfg.MemoryHighWatermark = 0
+	case wm <= 1:
+		total := server.DefaultConfig().MemoryHighWatermark * 10 / 4
+		cfg.MemoryHighWatermark = uint64(float64(total) * wm)
+	default:
+		cfg.MemoryHighWatermark = uint64(wm)
+	}
+	var users []fileUser
+	if err := v.UnmarshalKey("users", &users); err != nil {
+		return cfg, fmt.Errorf("users: %w", err)
+	}
+	for _, u := range users {
+		su := server.User{Name: u.Name, Password: u.Password, PasswordHash: u.PasswordHash, Tags: u.Tags,
+			Permissions: make(map[string]server.Permission)}
+		for vh, p := range u.Permissions {
+			su.Permissions[vh] = server.Permission{Configure: p["configure"], Write: p["write"], Read: p["read"]}
+		}
+		cfg.Users = append(cfg.Users, su)
+	}
+	logger, err := newLogger(v.GetString("log-format"), v.GetString("log-level"))
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Logger = logger
+	return cfg, cfg.Validate()
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log-level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(logOutput, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(logOutput, opts)), nil
+	}
+	return nil, errors.New("log-format must be text or json")
+}

@@ -1,0 +1,427 @@
+package server
+
+import (
+	"github.com/warrenmq/warren/amqp"
+)
+
+// startPublish validates basic.publish; the message completes with its content.
+func (ch *channel) startPublish() *amqp.Error {
+	if ch.pub.Immediate {
+		return amqp.NewError(amqp.NotImplemented, methodBasicPublish, "immediate=true")
+	}
+	ch.pubActive, ch.pubHeader = true, false
+	ch.conn.publisher = true
+	return nil
+}
+
+func (ch *channel) handleHeader(p []byte) *amqp.Error {
+	if !ch.pubActive || ch.pubHeader {
+		return amqp.NewError(amqp.UnexpectedFrame, 0, "content header frame on channel %d without a preceding basic.publish", ch.id)
+	}
+	h, err := amqp.ParseContentHeader(p)
+	if err != nil {
+		return amqp.NewError(amqp.FrameError, methodBasicPublish, "%v", err)
+	}
+	if h.ClassID != amqp.ClassBasic {
+		return amqp.NewError(amqp.FrameError, methodBasicPublish, "content header for class %d, expected 60", h.ClassID)
+	}
+	if max := ch.conn.srv.cfg.MaxMessageSize; h.BodySize > max {
+		ch.pubActive = false
+		return amqp.NewError(amqp.PreconditionFailed, methodBasicPublish, "message size %d is larger than configured max size %d", h.BodySize, max)
+	}
+	ch.pubHeader = true
+	ch.pubSize = h.BodySize
+	// Properties and body share one allocation; the body is filled in place as
+	// body frames arrive and never copied again.
+	buf := make([]byte, len(h.Props), uint64(len(h.Props))+h.BodySize)
+	copy(buf, h.Props)
+	ch.pubMsg = &Message{
+		Exchange: ch.pub.Exchange, RoutingKey: ch.pub.RoutingKey,
+		RawProps: buf[:len(h.Props):len(h.Props)], Body: buf[len(h.Props):],
+	}
+	if h.BodySize == 0 {
+		return ch.completePublish()
+	}
+	return nil
+}
+
+func (ch *channel) handleBody(p []byte) *amqp.Error {
+	if !ch.pubHeader {
+		return amqp.NewError(amqp.UnexpectedFrame, 0, "content body frame on channel %d without a preceding content header", ch.id)
+	}
+	m := ch.pubMsg
+	if uint64(len(m.Body))+uint64(len(p)) > ch.pubSize {
+		return amqp.NewError(amqp.FrameError, methodBasicPublish, "content body larger than the %d bytes the header announced", ch.pubSize)
+	}
+	m.Body = append(m.Body, p...)
+	if uint64(len(m.Body)) == ch.pubSize {
+		return ch.completePublish()
+	}
+	return nil
+}
+
+// completePublish routes a fully received message.
+func (ch *channel) completePublish() *amqp.Error {
+	m := ch.pubMsg
+	ch.pubActive, ch.pubHeader, ch.pubMsg = false, false, nil
+	if _, err := m.Properties(); err != nil {
+		return amqp.NewError(amqp.SyntaxError, methodBasicPublish, "malformed content properties: %v", err)
+	}
+	if err := ch.authorizePublish(m.Exchange); err != nil {
+		return err
+	}
+	ex := ch.conn.vhost.exchange(m.Exchange)
+	if ex == nil {
+		return amqp.NewError(amqp.NotFound, methodBasicPublish, "no %s", describeExchange(m.Exchange, ch.conn.vhost.name))
+	}
+	if ex.internal {
+		return amqp.NewError(amqp.AccessRefused, methodBasicPublish, "cannot publish to internal %s", describeExchange(m.Exchange, ch.conn.vhost.name))
+	}
+	mandatory := ch.pub.Mandatory
+	if ch.tx != nil {
+		ch.tx.publishes = append(ch.tx.publishes, txPublish{ex: ex, msg: m, mandatory: mandatory})
+		return nil
+	}
+	ch.route(ex, m, mandatory)
+	return nil
+}
+
+// route delivers m to the queues ex routes it to, returns it when mandatory and
+// unroutable, and confirms it in confirm mode.
+func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
+	var seq uint64
+	if ch.confirm {
+		ch.publishSeq++
+		seq = ch.publishSeq
+	}
+	queues := ch.router.route(ex, m)
+	if len(queues) == 0 {
+		if mandatory {
+			ch.sendReturn(m, amqp.NoRoute, "NO_ROUTE")
+		}
+	} else {
+		ex.stats.publishOut.inc()
+	}
+	for _, q := range queues {
+		q.enqueue(m)
+	}
+	clear(ch.router.queues)
+	if ch.confirm {
+		ch.confirmed(seq)
+	}
+}
+
+func (ch *channel) sendReturn(m *Message, code uint16, text string) {
+	o := ch.conn.out
+	ret := amqp.BasicReturn{ReplyCode: code, ReplyText: text, Exchange: m.Exchange, RoutingKey: m.RoutingKey}
+	o.mu.Lock()
+	if !o.closed {
+		var start int
+		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
+		o.buf = ret.AppendTo(o.buf)
+		o.buf = amqp.EndFrame(o.buf, start)
+		o.appendContentLocked(ch.id, ch.conn.frameMax, m)
+	}
+	o.mu.Unlock()
+	o.signal()
+}
+
+// confirmed records that publish seq is safely taken. Confirms are sent at the
+// end of the read batch, coalesced with multiple=true.
+func (ch *channel) confirmed(seq uint64) {
+	if seq > ch.ackUpTo {
+		ch.ackUpTo = seq
+	}
+	if !ch.dirty {
+		ch.dirty = true
+		ch.conn.dirty = append(ch.conn.dirty, ch)
+	}
+}
+
+// flushConfirms sends one basic.ack covering every confirm not yet sent.
+func (ch *channel) flushConfirms() {
+	ch.dirty = false
+	if ch.ackUpTo <= ch.ackSent || ch.closing {
+		return
+	}
+	ack := amqp.BasicAck{DeliveryTag: ch.ackUpTo, Multiple: ch.ackUpTo-ch.ackSent > 1}
+	ch.ackSent = ch.ackUpTo
+	o := ch.conn.out
+	o.mu.Lock()
+	if !o.closed {
+		var start int
+		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
+		o.buf = ack.AppendTo(o.buf)
+		o.buf = amqp.EndFrame(o.buf, start)
+	}
+	o.mu.Unlock()
+	o.signal()
+}
+
+func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) *amqp.Error {
+	if ch.tx != nil {
+		return amqp.NewError(amqp.PreconditionFailed, m.ID(), "cannot switch from tx to confirm mode")
+	}
+	ch.confirm = true
+	ch.reply(m.Nowait, &amqp.ConfirmSelectOk{})
+	return nil
+}
+
+// deliver writes a delivery to the consumer's connection. It is called by the
+// queue with Queue.mu held; the tag is assigned and the frames appended under
+// umu so tags reach the wire in order.
+func (ch *channel) deliver(c *consumer, m queued) {
+	o := ch.conn.out
+	ch.umu.Lock()
+	ch.nextTag++
+	tag := ch.nextTag
+	if !c.noAck {
+		ch.unacked.push(delivery{tag: tag, q: c.q, c: c, m: m})
+	}
+	d := amqp.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: m.redelivered, Exchange: m.msg.Exchange, RoutingKey: m.msg.RoutingKey}
+	o.mu.Lock()
+	if !o.closed {
+		var start int
+		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
+		o.buf = d.AppendTo(o.buf)
+		o.buf = amqp.EndFrame(o.buf, start)
+		o.appendContentLocked(ch.id, ch.conn.frameMax, m.msg)
+	}
+	o.mu.Unlock()
+	ch.umu.Unlock()
+	o.signal()
+}
+
+// acquireGlobalCredit takes one unit of the channel-wide prefetch, if set.
+func (ch *channel) acquireGlobalCredit() bool {
+	limit := int32(ch.globalPrefetch.Load())
+	for {
+		cur := ch.globalUnacked.Load()
+		if limit != 0 && cur >= limit {
+			return false
+		}
+		if ch.globalUnacked.CompareAndSwap(cur, cur+1) {
+			return true
+		}
+	}
+}
+
+func (ch *channel) basicQos(m *amqp.BasicQos) *amqp.Error {
+	if m.PrefetchSize != 0 {
+		return amqp.NewError(amqp.NotImplemented, m.ID(), "prefetch_size!=0 (%d)", m.PrefetchSize)
+	}
+	if m.Global {
+		ch.globalPrefetch.Store(uint32(m.PrefetchCount))
+		ch.kickQueues()
+	} else {
+		ch.consumerPrefetch = m.PrefetchCount
+	}
+	ch.conn.out.sendMethod(ch.id, &amqp.BasicQosOk{})
+	return nil
+}
+
+// kickQueues lets every queue this channel consumes from deliver again.
+func (ch *channel) kickQueues() {
+	ch.cmu.Lock()
+	qs := make([]*Queue, 0, len(ch.consumers))
+	for _, c := range ch.consumers {
+		qs = append(qs, c.q)
+	}
+	ch.cmu.Unlock()
+	for _, q := range qs {
+		q.dispatch()
+	}
+}
+
+func (ch *channel) basicConsume(m *amqp.BasicConsume) *amqp.Error {
+	name, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	if err := ch.authorize(accessRead, "queue", name, m.ID()); err != nil {
+		return err
+	}
+	q, err := ch.conn.vhost.lookupQueue(ch.conn, name, m.ID())
+	if err != nil {
+		return err
+	}
+	tag := m.ConsumerTag
+	if tag == "" {
+		tag = generateName("amq.ctag-")
+	}
+	ch.cmu.Lock()
+	_, dup := ch.consumers[tag]
+	ch.cmu.Unlock()
+	if dup {
+		return amqp.NewError(amqp.NotAllowed, m.ID(), "attempt to reuse consumer tag '%s'", tag)
+	}
+	c := &consumer{tag: tag, ch: ch, q: q, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.consumerPrefetch, args: m.Arguments}
+	ch.cmu.Lock()
+	ch.consumers[tag] = c
+	ch.cmu.Unlock()
+	// consume-ok must reach the client before the first delivery, so the queue
+	// sends it under its lock before it dispatches.
+	if err := q.addConsumer(c, func() { ch.reply(m.Nowait, &amqp.BasicConsumeOk{ConsumerTag: tag}) }); err != nil {
+		ch.cmu.Lock()
+		delete(ch.consumers, tag)
+		ch.cmu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (ch *channel) basicCancel(m *amqp.BasicCancel) *amqp.Error {
+	ch.cmu.Lock()
+	c := ch.consumers[m.ConsumerTag]
+	delete(ch.consumers, m.ConsumerTag)
+	ch.cmu.Unlock()
+	if c != nil && c.q.removeConsumer(c) {
+		c.q.vhost.removeQueue(c.q)
+	}
+	// The spec requires cancel-ok even for an unknown tag.
+	ch.reply(m.Nowait, &amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+	return nil
+}
+
+// serverCancel tells the client that the server cancelled c (its queue was
+// deleted). Safe from any goroutine.
+func (ch *channel) serverCancel(c *consumer) {
+	ch.cmu.Lock()
+	_, ok := ch.consumers[c.tag]
+	if ok && ch.consumers[c.tag] == c {
+		delete(ch.consumers, c.tag)
+	}
+	ch.cmu.Unlock()
+	if ok && ch.conn.supportsCap("consumer_cancel_notify") {
+		ch.conn.out.sendMethod(ch.id, &amqp.BasicCancel{ConsumerTag: c.tag, Nowait: true})
+	}
+}
+
+func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
+	name, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	if err := ch.authorize(accessRead, "queue", name, m.ID()); err != nil {
+		return err
+	}
+	q, err := ch.conn.vhost.lookupQueue(ch.conn, name, m.ID())
+	if err != nil {
+		return err
+	}
+	// The queue lock is held across take and write so a concurrent delivery of a
+	// later message cannot overtake this one on the wire.
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.deleted || q.ready.len() == 0 {
+		ch.conn.out.sendMethod(ch.id, &amqp.BasicGetEmpty{})
+		return nil
+	}
+	qm := q.ready.pop()
+	q.stats.got.inc()
+	if qm.redelivered {
+		q.stats.redelivered.inc()
+	}
+	if !m.NoAck {
+		q.unacked++
+	}
+	o := ch.conn.out
+	ch.umu.Lock()
+	ch.nextTag++
+	tag := ch.nextTag
+	if !m.NoAck {
+		ch.unacked.push(delivery{tag: tag, q: q, m: qm})
+	}
+	ok := amqp.BasicGetOk{DeliveryTag: tag, Redelivered: qm.redelivered, Exchange: qm.msg.Exchange, RoutingKey: qm.msg.RoutingKey, MessageCount: uint32(q.ready.len())}
+	o.mu.Lock()
+	if !o.closed {
+		var start int
+		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
+		o.buf = ok.AppendTo(o.buf)
+		o.buf = amqp.EndFrame(o.buf, start)
+		o.appendContentLocked(ch.id, ch.conn.frameMax, qm.msg)
+	}
+	o.mu.Unlock()
+	ch.umu.Unlock()
+	o.signal()
+	return nil
+}
+
+// How settle finishes deliveries.
+type settleKind int
+
+const (
+	settleAck settleKind = iota
+	settleRequeue
+	settleDrop
+)
+
+// settle implements ack, nack and reject.
+func (ch *channel) settle(method uint32, tag uint64, multiple bool, kind settleKind) *amqp.Error {
+	ch.umu.Lock()
+	ds, ok := ch.unacked.take(ch.scratch[:0], tag, multiple)
+	ch.umu.Unlock()
+	if !ok {
+		return amqp.NewError(amqp.PreconditionFailed, method, "unknown delivery tag %d", tag)
+	}
+	ch.scratch = ds
+	if ch.tx != nil {
+		ch.tx.settles = append(ch.tx.settles, txSettle{kind: kind, ds: append([]delivery(nil), ds...)})
+		return nil
+	}
+	ch.applySettle(ds, kind)
+	clear(ch.scratch)
+	return nil
+}
+
+// applySettle hands settled deliveries back to their queues, one call per run
+// of deliveries from the same queue.
+func (ch *channel) applySettle(ds []delivery, kind settleKind) {
+	for i := 0; i < len(ds); {
+		j := i + 1
+		for j < len(ds) && ds[j].q == ds[i].q {
+			j++
+		}
+		run := ds[i:j]
+		ch.releaseGlobal(run)
+		if kind == settleRequeue {
+			run[0].q.requeue(run)
+		} else {
+			run[0].q.settle(run)
+		}
+		i = j
+	}
+	if ch.globalPrefetch.Load() != 0 {
+		ch.kickQueues()
+	}
+}
+
+func (ch *channel) releaseGlobal(ds []delivery) {
+	n := 0
+	for i := range ds {
+		if ds[i].c != nil {
+			n++
+		}
+	}
+	ch.globalUnacked.Add(int32(-n))
+}
+
+func (ch *channel) requeueDeliveries(ds []delivery) {
+	if len(ds) > 0 {
+		ch.applySettle(ds, settleRequeue)
+	}
+}
+
+func (ch *channel) recover(method uint32, requeue, sync bool) *amqp.Error {
+	if !requeue {
+		return amqp.NewError(amqp.NotImplemented, method, "requeue=false")
+	}
+	ch.umu.Lock()
+	ds := ch.unacked.takeAll(nil)
+	ch.umu.Unlock()
+	ch.requeueDeliveries(ds)
+	if sync {
+		ch.conn.out.sendMethod(ch.id, &amqp.BasicRecoverOk{})
+	}
+	return nil
+}

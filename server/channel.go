@@ -1,0 +1,416 @@
+package server
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// channel is one AMQP channel. All fields without a noted lock are owned by the
+// connection's reader goroutine.
+type channel struct {
+	id   uint16
+	conn *conn
+	// closing is set after the server sent channel.close; frames are then
+	// discarded until channel.close-ok.
+	closing bool
+
+	// Content assembly of the publish in progress.
+	pub       amqp.BasicPublish // reused so decoding allocates nothing
+	pubActive bool              // a basic.publish awaits its content
+	pubHeader bool              // its header has arrived
+	pubMsg    *Message
+	pubSize   uint64
+	router    *router
+	// pubAllowed memoises the last exchange the user may publish to.
+	pubAllowed struct {
+		ok       bool
+		gen      uint64
+		exchange string
+	}
+
+	confirm    bool
+	publishSeq uint64 // sequence number of the last publish in confirm mode
+	ackUpTo    uint64 // every publish up to this one is confirmed
+	ackSent    uint64 // confirms sent so far cover up to this one
+	dirty      bool   // registered in conn.dirty
+
+	tx *txState
+
+	// lastQueue is the most recently declared queue, for empty-name shortcuts.
+	lastQueue string
+
+	cmu       sync.Mutex // guards consumers (queues cancel consumers from other goroutines)
+	consumers map[string]*consumer
+
+	consumerPrefetch uint16        // basic.qos global=false: limit for new consumers
+	globalPrefetch   atomic.Uint32 // basic.qos global=true: limit for the channel
+	globalUnacked    atomic.Int32  // unacked deliveries of consumers counted against globalPrefetch
+
+	// umu guards the unacked list and nextTag. Lock order: Queue.mu → umu → outbox.mu.
+	umu     sync.Mutex
+	unacked unackedList
+	nextTag uint64
+
+	scratch []delivery // reader-owned buffer for acks
+}
+
+// delivery is a message handed to a consumer or basic.get and not yet settled.
+type delivery struct {
+	tag uint64
+	q   *Queue
+	c   *consumer // nil for basic.get
+	m   queued
+}
+
+func newChannel(c *conn, id uint16) *channel {
+	return &channel{id: id, conn: c, router: newRouter(), consumers: make(map[string]*consumer)}
+}
+
+// handleFrame processes one frame addressed to this channel.
+func (ch *channel) handleFrame(f amqp.Frame) error {
+	if ch.closing {
+		if f.Type == amqp.TypeMethod {
+			id, _ := amqp.MethodID(f.Payload)
+			switch id {
+			case (&amqp.ChannelCloseOk{}).ID():
+				delete(ch.conn.channels, ch.id)
+			case (&amqp.ChannelClose{}).ID():
+				ch.conn.out.sendMethod(ch.id, &amqp.ChannelCloseOk{})
+			}
+		}
+		return nil
+	}
+	var err *amqp.Error
+	switch f.Type {
+	case amqp.TypeMethod:
+		if ch.pubActive {
+			return amqp.NewError(amqp.UnexpectedFrame, ch.pub.ID(), "expected content header for class 60, got non content header frame instead")
+		}
+		err = ch.handleMethod(f.Payload)
+	case amqp.TypeHeader:
+		err = ch.handleHeader(f.Payload)
+	case amqp.TypeBody:
+		err = ch.handleBody(f.Payload)
+	}
+	if err == nil {
+		return nil
+	}
+	if err.Hard() {
+		return err
+	}
+	ch.softClose(err)
+	return nil
+}
+
+// softClose closes the channel for a channel exception.
+func (ch *channel) softClose(e *amqp.Error) {
+	ch.conn.log.Debug("closing channel", "channel", ch.id, "code", e.Code, "reason", e.ReplyText())
+	ch.shutdown()
+	ch.closing = true
+	ch.conn.out.sendMethod(ch.id, &amqp.ChannelClose{ReplyCode: e.Code, ReplyText: e.ReplyText(), ClassID: e.ClassID, MethodID: e.MethodID})
+}
+
+// shutdown cancels the channel's consumers and requeues its unacked messages.
+// It runs on the reader goroutine when the channel or connection closes.
+func (ch *channel) shutdown() {
+	ch.flushConfirms()
+	ch.cmu.Lock()
+	cs := make([]*consumer, 0, len(ch.consumers))
+	for tag, c := range ch.consumers {
+		cs = append(cs, c)
+		delete(ch.consumers, tag)
+	}
+	ch.cmu.Unlock()
+	for _, c := range cs {
+		if c.q.removeConsumer(c) {
+			c.q.vhost.removeQueue(c.q)
+		}
+	}
+	ch.umu.Lock()
+	ds := ch.unacked.takeAll(nil)
+	ch.umu.Unlock()
+	ch.requeueDeliveries(ds)
+	if ch.tx != nil {
+		ch.tx = nil
+	}
+	ch.pubActive, ch.pubHeader, ch.pubMsg = false, false, nil
+}
+
+// handleMethod decodes and runs one method.
+func (ch *channel) handleMethod(payload []byte) *amqp.Error {
+	id, err := amqp.MethodID(payload)
+	if err != nil {
+		return amqp.NewError(amqp.FrameError, 0, "%v", err)
+	}
+	// The publish fast path decodes into a reused struct.
+	if id == methodBasicPublish {
+		if err := ch.pub.Decode(payload[4:]); err != nil {
+			return methodDecodeError(payload, err)
+		}
+		return ch.startPublish()
+	}
+	m, err := amqp.DecodeMethod(payload)
+	if err != nil {
+		return methodDecodeError(payload, err)
+	}
+	return ch.dispatch(m)
+}
+
+func (ch *channel) dispatch(m amqp.Method) *amqp.Error {
+	switch m := m.(type) {
+	case *amqp.ChannelOpen:
+		return amqp.NewError(amqp.ChannelError, m.ID(), "second 'channel.open' seen")
+	case *amqp.ChannelClose:
+		ch.shutdown()
+		delete(ch.conn.channels, ch.id)
+		ch.conn.out.sendMethod(ch.id, &amqp.ChannelCloseOk{})
+		return nil
+	case *amqp.ChannelCloseOk:
+		return nil
+	case *amqp.ChannelFlow:
+		if !m.Active {
+			return amqp.NewError(amqp.NotImplemented, m.ID(), "active=false")
+		}
+		ch.conn.out.sendMethod(ch.id, &amqp.ChannelFlowOk{Active: true})
+		return nil
+	case *amqp.AccessRequest:
+		ch.conn.out.sendMethod(ch.id, &amqp.AccessRequestOk{Ticket: 1})
+		return nil
+	case *amqp.ExchangeDeclare:
+		return ch.exchangeDeclare(m)
+	case *amqp.ExchangeDelete:
+		return ch.exchangeDelete(m)
+	case *amqp.ExchangeBind:
+		return ch.exchangeBind(m.Destination, m.Source, m.RoutingKey, m.Arguments, false, m.Nowait)
+	case *amqp.ExchangeUnbind:
+		return ch.exchangeBind(m.Destination, m.Source, m.RoutingKey, m.Arguments, true, m.Nowait)
+	case *amqp.QueueDeclare:
+		return ch.queueDeclare(m)
+	case *amqp.QueueBind:
+		return ch.queueBind(m)
+	case *amqp.QueueUnbind:
+		return ch.queueUnbind(m)
+	case *amqp.QueuePurge:
+		return ch.queuePurge(m)
+	case *amqp.QueueDelete:
+		return ch.queueDelete(m)
+	case *amqp.BasicQos:
+		return ch.basicQos(m)
+	case *amqp.BasicConsume:
+		return ch.basicConsume(m)
+	case *amqp.BasicCancel:
+		return ch.basicCancel(m)
+	case *amqp.BasicGet:
+		return ch.basicGet(m)
+	case *amqp.BasicAck:
+		return ch.settle(m.ID(), m.DeliveryTag, m.Multiple, settleAck)
+	case *amqp.BasicNack:
+		kind := settleDrop
+		if m.Requeue {
+			kind = settleRequeue
+		}
+		return ch.settle(m.ID(), m.DeliveryTag, m.Multiple, kind)
+	case *amqp.BasicReject:
+		kind := settleDrop
+		if m.Requeue {
+			kind = settleRequeue
+		}
+		return ch.settle(m.ID(), m.DeliveryTag, false, kind)
+	case *amqp.BasicRecover:
+		return ch.recover(m.ID(), m.Requeue, true)
+	case *amqp.BasicRecoverAsync:
+		return ch.recover(m.ID(), m.Requeue, false)
+	case *amqp.ConfirmSelect:
+		return ch.confirmSelect(m)
+	case *amqp.TxSelect:
+		return ch.txSelect(m)
+	case *amqp.TxCommit:
+		return ch.txCommit(m)
+	case *amqp.TxRollback:
+		return ch.txRollback(m)
+	}
+	return amqp.NewError(amqp.CommandInvalid, m.ID(), "unexpected method %s on a channel", m.Name())
+}
+
+// reply sends a method unless the client asked for nowait.
+func (ch *channel) reply(nowait bool, m amqp.Method) {
+	if !nowait {
+		ch.conn.out.sendMethod(ch.id, m)
+	}
+}
+
+// authorize checks the user's permission on a resource.
+func (ch *channel) authorize(kind access, resource, name string, method uint32) *amqp.Error {
+	c := ch.conn
+	p := c.srv.users.permission(c.user.name, c.vhost.name)
+	if p != nil && p.allows(kind, name) {
+		return nil
+	}
+	return amqp.NewError(amqp.AccessRefused, method, "access to %s '%s' in vhost '%s' refused for user '%s'",
+		resource, name, c.vhost.name, c.user.name)
+}
+
+// authorizePublish checks write permission on an exchange, remembering the
+// last exchange allowed so steady publishing does not run a regexp per message.
+// The memo is dropped whenever any permission changes.
+func (ch *channel) authorizePublish(exchange string) *amqp.Error {
+	gen := ch.conn.srv.users.generation.Load()
+	if ch.pubAllowed.ok && ch.pubAllowed.gen == gen && ch.pubAllowed.exchange == exchange {
+		return nil
+	}
+	if err := ch.authorize(accessWrite, "exchange", exchange, methodBasicPublish); err != nil {
+		return err
+	}
+	ch.pubAllowed.ok, ch.pubAllowed.gen, ch.pubAllowed.exchange = true, gen, exchange
+	return nil
+}
+
+// queueName expands the empty-name shortcut to the last declared queue.
+func (ch *channel) queueName(name string, method uint32) (string, *amqp.Error) {
+	if name != "" {
+		return name, nil
+	}
+	if ch.lastQueue == "" {
+		return "", amqp.NewError(amqp.NotFound, method, "no previously declared queue")
+	}
+	return ch.lastQueue, nil
+}
+
+func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) *amqp.Error {
+	if err := ch.authorize(accessConfigure, "exchange", m.Exchange, m.ID()); err != nil {
+		return err
+	}
+	if err := ch.conn.vhost.declareExchange(m); err != nil {
+		return err
+	}
+	ch.reply(m.Nowait, &amqp.ExchangeDeclareOk{})
+	return nil
+}
+
+func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) *amqp.Error {
+	if err := ch.authorize(accessConfigure, "exchange", m.Exchange, m.ID()); err != nil {
+		return err
+	}
+	if err := ch.conn.vhost.deleteExchange(m.Exchange, m.IfUnused); err != nil {
+		return err
+	}
+	ch.reply(m.Nowait, &amqp.ExchangeDeleteOk{})
+	return nil
+}
+
+func (ch *channel) exchangeBind(dest, source, key string, args amqp.Table, unbind, nowait bool) *amqp.Error {
+	method := methodExchangeBind
+	if unbind {
+		method = methodExchangeUnbind
+	}
+	if err := ch.authorize(accessWrite, "exchange", dest, method); err != nil {
+		return err
+	}
+	if err := ch.authorize(accessRead, "exchange", source, method); err != nil {
+		return err
+	}
+	if err := ch.conn.vhost.bindExchange(dest, source, key, args, unbind); err != nil {
+		return err
+	}
+	if unbind {
+		ch.reply(nowait, &amqp.ExchangeUnbindOk{})
+	} else {
+		ch.reply(nowait, &amqp.ExchangeBindOk{})
+	}
+	return nil
+}
+
+func (ch *channel) queueDeclare(m *amqp.QueueDeclare) *amqp.Error {
+	if m.Queue != "" {
+		if err := ch.authorize(accessConfigure, "queue", m.Queue, m.ID()); err != nil {
+			return err
+		}
+	}
+	q, err := ch.conn.vhost.declareQueue(ch.conn, m)
+	if err != nil {
+		return err
+	}
+	ch.lastQueue = q.name
+	ready, consumers := q.counts()
+	ch.reply(m.Nowait, &amqp.QueueDeclareOk{Queue: q.name, MessageCount: uint32(ready), ConsumerCount: uint32(consumers)})
+	return nil
+}
+
+func (ch *channel) queueBind(m *amqp.QueueBind) *amqp.Error {
+	if m.Queue == "" && m.RoutingKey == "" {
+		m.RoutingKey = ch.lastQueue // RabbitMQ's shortcut: both empty means the last declared queue
+	}
+	name, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	m.Queue = name
+	if err := ch.authorize(accessWrite, "queue", name, m.ID()); err != nil {
+		return err
+	}
+	if err := ch.authorize(accessRead, "exchange", m.Exchange, m.ID()); err != nil {
+		return err
+	}
+	if err := ch.conn.vhost.bindQueue(ch.conn, m); err != nil {
+		return err
+	}
+	ch.reply(m.Nowait, &amqp.QueueBindOk{})
+	return nil
+}
+
+func (ch *channel) queueUnbind(m *amqp.QueueUnbind) *amqp.Error {
+	if m.Queue == "" && m.RoutingKey == "" {
+		m.RoutingKey = ch.lastQueue
+	}
+	name, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	m.Queue = name
+	if err := ch.authorize(accessWrite, "queue", name, m.ID()); err != nil {
+		return err
+	}
+	if err := ch.authorize(accessRead, "exchange", m.Exchange, m.ID()); err != nil {
+		return err
+	}
+	if err := ch.conn.vhost.unbindQueue(ch.conn, m); err != nil {
+		return err
+	}
+	ch.reply(false, &amqp.QueueUnbindOk{})
+	return nil
+}
+
+func (ch *channel) queuePurge(m *amqp.QueuePurge) *amqp.Error {
+	name, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	if err := ch.authorize(accessRead, "queue", name, m.ID()); err != nil {
+		return err
+	}
+	q, err := ch.conn.vhost.lookupQueue(ch.conn, name, m.ID())
+	if err != nil {
+		return err
+	}
+	n := q.purge()
+	ch.reply(m.Nowait, &amqp.QueuePurgeOk{MessageCount: uint32(n)})
+	return nil
+}
+
+func (ch *channel) queueDelete(m *amqp.QueueDelete) *amqp.Error {
+	name, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	if err := ch.authorize(accessConfigure, "queue", name, m.ID()); err != nil {
+		return err
+	}
+	n, err := ch.conn.vhost.deleteQueue(ch.conn, name, m.IfUnused, m.IfEmpty)
+	if err != nil {
+		return err
+	}
+	ch.reply(m.Nowait, &amqp.QueueDeleteOk{MessageCount: uint32(n)})
+	return nil
+}

@@ -1,0 +1,170 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// User is a user account from the configuration.
+type User struct {
+	// Name is the user name clients log in with.
+	Name string
+	// Password is the clear-text password; it is hashed when the server starts.
+	// Leave empty and set PasswordHash to configure a RabbitMQ-style hash instead.
+	Password string
+	// PasswordHash is a base64 RabbitMQ SHA-256 salted hash (4-byte salt then
+	// SHA-256 of salt+password), as found in RabbitMQ definitions exports.
+	PasswordHash string
+	// Tags are management tags such as "administrator".
+	Tags []string
+	// Permissions maps vhost names to the user's permissions there.
+	Permissions map[string]Permission
+}
+
+// Permission holds the three regular expressions RabbitMQ checks resource names against.
+type Permission struct {
+	Configure string
+	Write     string
+	Read      string
+}
+
+// Config configures a Server. Start from DefaultConfig: the zero value is not valid.
+type Config struct {
+	// AMQPListen is the TCP address of the AMQP listener, e.g. "0.0.0.0:5672".
+	// Use "127.0.0.1:0" in tests for a free port.
+	AMQPListen string
+
+	// DataDir holds all persistent state. Unused by the in-memory core.
+	DataDir string
+
+	// FrameMax is the largest frame the server accepts and proposes in
+	// connection.tune, in bytes including the 8 bytes of frame overhead.
+	// A lower value from the client wins. Default 131072, minimum 4096.
+	FrameMax uint32
+
+	// ChannelMax is the highest channel number a client may open. A lower non-zero
+	// value from the client wins. Default 2047.
+	ChannelMax uint16
+
+	// Heartbeat is the heartbeat interval proposed to clients; the lower non-zero
+	// value of the two wins, and 0 from both disables heartbeats. Default 60 s.
+	Heartbeat time.Duration
+
+	// HandshakeTimeout drops a connection that has not finished connection.open
+	// in this time. Default 10 s.
+	HandshakeTimeout time.Duration
+
+	// MaxMessageSize is the largest message body accepted; a larger publish
+	// closes the channel with 406 PRECONDITION_FAILED. Default 128 MiB.
+	MaxMessageSize uint64
+
+	// MemoryHighWatermark is the heap size in bytes above which publishing
+	// connections are blocked (connection.blocked) until memory falls below it
+	// again. 0 disables the alarm. The default is 40% of physical memory, or 0
+	// where that cannot be read.
+	MemoryHighWatermark uint64
+
+	// MemoryCheckInterval is how often heap use is compared with the watermark.
+	// Default 1 s.
+	MemoryCheckInterval time.Duration
+
+	// DefaultVhost is created at start. Default "/".
+	DefaultVhost string
+
+	// Vhosts are further virtual hosts created at start.
+	Vhosts []string
+
+	// DefaultUser is created at start with full permissions on DefaultVhost and the
+	// administrator tag, unless a user of that name is in Users. Default guest/guest.
+	DefaultUser     string
+	DefaultPassword string
+
+	// LoopbackUsers may only connect from loopback addresses. Default ["guest"],
+	// as in RabbitMQ; set to an empty slice to allow guest from anywhere.
+	LoopbackUsers []string
+
+	// Users are further accounts.
+	Users []User
+
+	// WriteBufferLimit is the most bytes queued for one connection's socket before
+	// queues stop delivering to its consumers until the writer catches up.
+	// Default 4 MiB.
+	WriteBufferLimit int
+
+	// Logger receives the server's logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// ProductVersion is reported to clients in connection.start server-properties.
+	ProductVersion string
+}
+
+// DefaultConfig returns a configuration with RabbitMQ's defaults.
+func DefaultConfig() Config {
+	return Config{
+		AMQPListen:          "0.0.0.0:5672",
+		DataDir:             "./data",
+		FrameMax:            131072,
+		ChannelMax:          2047,
+		Heartbeat:           60 * time.Second,
+		HandshakeTimeout:    10 * time.Second,
+		MaxMessageSize:      128 << 20,
+		MemoryHighWatermark: defaultMemoryWatermark(),
+		MemoryCheckInterval: time.Second,
+		DefaultVhost:        "/",
+		DefaultUser:         "guest",
+		DefaultPassword:     "guest",
+		LoopbackUsers:       []string{"guest"},
+		WriteBufferLimit:    4 << 20,
+		Logger:              slog.Default(),
+		ProductVersion:      "dev",
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.AMQPListen == "" {
+		errs = append(errs, errors.New("AMQPListen is empty"))
+	} else if _, _, err := net.SplitHostPort(c.AMQPListen); err != nil {
+		errs = append(errs, fmt.Errorf("AMQPListen %q: %w", c.AMQPListen, err))
+	}
+	if c.FrameMax < 4096 {
+		errs = append(errs, fmt.Errorf("FrameMax %d is below the protocol minimum 4096", c.FrameMax))
+	}
+	if c.ChannelMax == 0 {
+		errs = append(errs, errors.New("ChannelMax must be at least 1"))
+	}
+	if c.Heartbeat < 0 || c.Heartbeat > 65535*time.Second {
+		errs = append(errs, fmt.Errorf("Heartbeat %s out of range 0..65535s", c.Heartbeat))
+	}
+	if c.HandshakeTimeout <= 0 {
+		errs = append(errs, errors.New("HandshakeTimeout must be positive"))
+	}
+	if c.MaxMessageSize == 0 || c.MaxMessageSize > 512<<20 {
+		errs = append(errs, fmt.Errorf("MaxMessageSize %d out of range 1..512 MiB", c.MaxMessageSize))
+	}
+	if c.MemoryCheckInterval <= 0 {
+		errs = append(errs, errors.New("MemoryCheckInterval must be positive"))
+	}
+	if c.DefaultVhost == "" {
+		errs = append(errs, errors.New("DefaultVhost is empty"))
+	}
+	if c.WriteBufferLimit < 64<<10 {
+		errs = append(errs, fmt.Errorf("WriteBufferLimit %d below 64 KiB", c.WriteBufferLimit))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("Logger is nil"))
+	}
+	for _, u := range c.Users {
+		if u.Name == "" {
+			errs = append(errs, errors.New("a user has an empty name"))
+		}
+		if u.Password == "" && u.PasswordHash == "" {
+			errs = append(errs, fmt.Errorf("user %q has neither Password nor PasswordHash", u.Name))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,509 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// conn is one client connection. It has exactly two goroutines: the reader,
+// which owns all channel state and handles every frame in order, and the
+// writer, which flushes the outbox to the socket and sends heartbeats.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	log    *slog.Logger
+	out    *outbox
+	id     uint64
+	name   string
+	opened time.Time
+
+	// Negotiated in the handshake, then read-only.
+	user        *account
+	vhost       *Vhost
+	frameMax    uint32
+	channelMax  uint16
+	heartbeat   time.Duration
+	clientCaps  amqp.Table
+	clientProps amqp.Table
+
+	// Reader-owned state.
+	channels  map[uint16]*channel
+	rbuf      []byte
+	rstart    int // first unparsed byte of rbuf
+	publisher bool
+	dirty     []*channel // channels with confirms to flush at the end of a read batch
+	closing   bool       // the server sent connection.close and awaits close-ok
+
+	exclMu    sync.Mutex
+	exclusive []*Queue // exclusive queues to delete when the connection goes
+
+	done      chan struct{} // closed when the reader is finished
+	writerWG  sync.WaitGroup
+	lastWrite atomic.Int64 // unix nanos of the writer's last socket write
+	// closeAfterFlush asks the writer to shut the socket once the outbox is written.
+	closeAfterFlush atomic.Bool
+
+	stats connStats
+}
+
+type connStats struct {
+	recvOct, sendOct counter
+	recvCnt, sendCnt counter
+}
+
+// ConnInfo is a snapshot of a connection for the management API.
+type ConnInfo struct {
+	ID               uint64
+	Name             string
+	User, Vhost      string
+	Peer, Local      string
+	Channels         int
+	FrameMax         uint32
+	ChannelMax       uint16
+	Heartbeat        time.Duration
+	ClientProperties amqp.Table
+	ConnectedAt      time.Time
+	RecvOct, SendOct uint64
+}
+
+func newConn(s *Server, nc net.Conn, id uint64) *conn {
+	return &conn{
+		srv: s, nc: nc, id: id, opened: time.Now(),
+		name:     fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr()),
+		log:      s.log.With("conn", id, "peer", nc.RemoteAddr().String()),
+		out:      newOutbox(s.cfg.WriteBufferLimit),
+		channels: make(map[uint16]*channel),
+		rbuf:     make([]byte, 0, 64<<10),
+		done:     make(chan struct{}),
+		frameMax: s.cfg.FrameMax,
+	}
+}
+
+// errClosed ends the read loop without logging: the connection finished normally.
+var errClosed = errors.New("connection closed")
+
+// serve runs the connection to completion on the reader goroutine.
+func (c *conn) serve() {
+	defer c.nc.Close()
+	if err := c.handshake(); err != nil {
+		if !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) {
+			c.log.Info("handshake failed", "err", err)
+		}
+		return
+	}
+	c.srv.registerConn(c)
+	c.writerWG.Add(1)
+	go c.writeLoop()
+	err := c.readLoop()
+	if err != nil && !errors.Is(err, errClosed) {
+		c.log.Info("connection closed", "err", err)
+	}
+	c.cleanup()
+	close(c.done)
+	c.writerWG.Wait()
+	c.srv.unregisterConn(c)
+}
+
+// cleanup releases everything the connection holds: channels requeue their
+// unacked messages, consumers go, exclusive queues are deleted.
+func (c *conn) cleanup() {
+	for id, ch := range c.channels {
+		ch.shutdown()
+		delete(c.channels, id)
+	}
+	c.exclMu.Lock()
+	qs := c.exclusive
+	c.exclusive = nil
+	c.exclMu.Unlock()
+	for _, q := range qs {
+		q.vhost.removeQueue(q)
+	}
+}
+
+func (c *conn) addExclusive(q *Queue) {
+	c.exclMu.Lock()
+	c.exclusive = append(c.exclusive, q)
+	c.exclMu.Unlock()
+}
+
+func (c *conn) removeExclusive(q *Queue) {
+	c.exclMu.Lock()
+	if i := slices.Index(c.exclusive, q); i >= 0 {
+		c.exclusive = slices.Delete(c.exclusive, i, i+1)
+	}
+	c.exclMu.Unlock()
+}
+
+// readFrame returns the next frame, reading from the socket when the buffer
+// holds no whole frame. The payload aliases rbuf until the next call.
+func (c *conn) readFrame() (amqp.Frame, error) {
+	for {
+		f, n, err := amqp.ParseFrame(c.rbuf[c.rstart:], c.frameMax)
+		if err != nil {
+			return amqp.Frame{}, err
+		}
+		if n > 0 {
+			c.rstart += n
+			c.stats.recvCnt.inc()
+			return f, nil
+		}
+		if err := c.fill(); err != nil {
+			return amqp.Frame{}, err
+		}
+	}
+}
+
+// hasFrame reports whether a whole frame is already buffered.
+func (c *conn) hasFrame() bool {
+	b := c.rbuf[c.rstart:]
+	size := amqp.FrameSize(b)
+	return size > 0 && len(b) >= size
+}
+
+// fill reads more bytes from the socket, compacting and growing rbuf as needed.
+func (c *conn) fill() error {
+	if c.rstart > 0 {
+		n := copy(c.rbuf, c.rbuf[c.rstart:])
+		c.rbuf = c.rbuf[:n]
+		c.rstart = 0
+	}
+	if need := amqp.FrameSize(c.rbuf); need > cap(c.rbuf) {
+		grown := make([]byte, len(c.rbuf), need)
+		copy(grown, c.rbuf)
+		c.rbuf = grown
+	} else if len(c.rbuf) == cap(c.rbuf) {
+		grown := make([]byte, len(c.rbuf), 2*cap(c.rbuf))
+		copy(grown, c.rbuf)
+		c.rbuf = grown
+	}
+	if c.heartbeat > 0 {
+		if err := c.nc.SetReadDeadline(time.Now().Add(2 * c.heartbeat)); err != nil {
+			return err
+		}
+	}
+	n, err := c.nc.Read(c.rbuf[len(c.rbuf):cap(c.rbuf)])
+	c.rbuf = c.rbuf[:len(c.rbuf)+n]
+	c.stats.recvOct.add(n)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && c.heartbeat > 0 {
+			return fmt.Errorf("missed heartbeats from client, timeout: %s", c.heartbeat)
+		}
+		return err
+	}
+	return nil
+}
+
+// readLoop handles frames until the connection ends.
+func (c *conn) readLoop() error {
+	for {
+		if !c.hasFrame() {
+			c.endBatch()
+			if err := c.waitAlarm(); err != nil {
+				return err
+			}
+		}
+		f, err := c.readFrame()
+		if err != nil {
+			if c.closing {
+				return errClosed
+			}
+			if errors.Is(err, amqp.ErrFrameTooLarge) || errors.Is(err, amqp.ErrFrameEnd) || errors.Is(err, amqp.ErrFrameType) {
+				return c.hardClose(amqp.NewError(amqp.FrameError, 0, "%v", err))
+			}
+			return err
+		}
+		if err := c.handleFrame(f); err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) {
+				if err := c.hardClose(ae); err != nil {
+					return err
+				}
+				continue
+			}
+			return err
+		}
+	}
+}
+
+// endBatch runs after the frames of one socket read are handled: it flushes
+// coalesced publisher confirms.
+func (c *conn) endBatch() {
+	for _, ch := range c.dirty {
+		ch.flushConfirms()
+	}
+	clear(c.dirty)
+	c.dirty = c.dirty[:0]
+}
+
+// hardClose sends connection.close for a connection exception and keeps
+// reading until close-ok (or a deadline), discarding everything else, as the
+// spec requires.
+func (c *conn) hardClose(e *amqp.Error) error {
+	if c.closing {
+		return errClosed
+	}
+	c.closing = true
+	c.log.Info("closing connection", "code", e.Code, "reason", e.ReplyText())
+	c.endBatch()
+	c.out.sendMethod(0, &amqp.ConnectionClose{ReplyCode: e.Code, ReplyText: e.ReplyText(), ClassID: e.ClassID, MethodID: e.MethodID})
+	if err := c.nc.SetReadDeadline(time.Now().Add(3 * time.Second)); err != nil {
+		return err
+	}
+	c.heartbeat = 0
+	return nil
+}
+
+// handleFrame dispatches one frame.
+func (c *conn) handleFrame(f amqp.Frame) error {
+	if c.closing {
+		if f.Type == amqp.TypeMethod && f.Channel == 0 {
+			if id, _ := amqp.MethodID(f.Payload); id == (&amqp.ConnectionCloseOk{}).ID() {
+				return errClosed
+			}
+		}
+		return nil
+	}
+	if f.Type == amqp.TypeHeartbeat {
+		if f.Channel != 0 {
+			return amqp.NewError(amqp.FrameError, 0, "heartbeat frame on channel %d", f.Channel)
+		}
+		return nil
+	}
+	if f.Channel == 0 {
+		if f.Type != amqp.TypeMethod {
+			return amqp.NewError(amqp.UnexpectedFrame, 0, "content frame on channel 0")
+		}
+		return c.handleConnectionMethod(f.Payload)
+	}
+	if f.Channel > c.channelMax {
+		return amqp.NewError(amqp.ChannelError, 0, "channel %d is above the negotiated channel_max %d", f.Channel, c.channelMax)
+	}
+	ch := c.channels[f.Channel]
+	if ch == nil {
+		return c.openChannel(f)
+	}
+	return ch.handleFrame(f)
+}
+
+func (c *conn) openChannel(f amqp.Frame) error {
+	if f.Type != amqp.TypeMethod {
+		return amqp.NewError(amqp.UnexpectedFrame, 0, "content frame on unopened channel %d", f.Channel)
+	}
+	id, err := amqp.MethodID(f.Payload)
+	if err != nil {
+		return amqp.NewError(amqp.FrameError, 0, "%v", err)
+	}
+	var open amqp.ChannelOpen
+	if id != open.ID() {
+		return amqp.NewError(amqp.ChannelError, id, "expected 'channel.open' on channel %d", f.Channel)
+	}
+	if err := open.Decode(f.Payload[4:]); err != nil {
+		return amqp.NewError(amqp.SyntaxError, id, "%v", err)
+	}
+	ch := newChannel(c, f.Channel)
+	c.channels[f.Channel] = ch
+	c.out.sendMethod(f.Channel, &amqp.ChannelOpenOk{})
+	return nil
+}
+
+func (c *conn) handleConnectionMethod(payload []byte) error {
+	m, err := amqp.DecodeMethod(payload)
+	if err != nil {
+		return methodDecodeError(payload, err)
+	}
+	switch m := m.(type) {
+	case *amqp.ConnectionClose:
+		c.log.Debug("client closed connection", "code", m.ReplyCode, "text", m.ReplyText)
+		c.cleanup()
+		c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
+		return errClosed
+	case *amqp.ConnectionCloseOk:
+		return errClosed
+	case *amqp.ConnectionUpdateSecret:
+		if _, ok := c.srv.users.authenticate(c.user.name, string(m.NewSecret)); !ok {
+			return amqp.NewError(amqp.AccessRefused, m.ID(), "new secret for user '%s' was refused", c.user.name)
+		}
+		c.out.sendMethod(0, &amqp.ConnectionUpdateSecretOk{})
+		return nil
+	}
+	return amqp.NewError(amqp.CommandInvalid, m.ID(), "unexpected method %s on channel 0", m.Name())
+}
+
+// methodDecodeError turns a method decoding failure into the right exception.
+func methodDecodeError(payload []byte, err error) *amqp.Error {
+	id, _ := amqp.MethodID(payload)
+	if errors.Is(err, amqp.ErrUnknownMethod) {
+		return amqp.NewError(amqp.NotImplemented, id, "unknown method %s", amqp.MethodName(id))
+	}
+	return amqp.NewError(amqp.SyntaxError, id, "malformed %s: %v", amqp.MethodName(id), err)
+}
+
+// writeLoop flushes the outbox and sends heartbeats until the reader is done,
+// then flushes what is left (e.g. a connection.close-ok) and returns.
+func (c *conn) writeLoop() {
+	defer c.writerWG.Done()
+	var spare []byte
+	var tick <-chan time.Time
+	if c.heartbeat > 0 {
+		t := time.NewTicker(c.heartbeat / 2)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-c.out.kick:
+		case <-tick:
+			if time.Since(time.Unix(0, c.lastWrite.Load())) >= c.heartbeat/2 {
+				c.out.mu.Lock()
+				c.out.buf = amqp.AppendHeartbeat(c.out.buf)
+				c.out.mu.Unlock()
+			}
+		case <-c.done:
+			buf, _ := c.out.take(spare)
+			c.write(buf)
+			c.out.close()
+			return
+		}
+		buf, waiting := c.out.take(spare)
+		if len(buf) > 0 {
+			if !c.write(buf) {
+				c.out.close()
+				c.nc.Close() // unblocks the reader, which cleans up
+				<-c.done
+				return
+			}
+		}
+		if c.closeAfterFlush.Load() {
+			c.shutRead()
+		}
+		spare = buf[:0]
+		if cap(spare) > 4<<20 {
+			spare = nil // do not keep a burst's buffer forever
+		}
+		for _, q := range waiting {
+			q.dispatch()
+		}
+	}
+}
+
+// shutRead ends the reader's blocking read so it cleans up; the writer keeps
+// the write side open to flush what is left.
+func (c *conn) shutRead() {
+	if tc, ok := c.nc.(interface{ CloseRead() error }); ok {
+		if err := tc.CloseRead(); err == nil {
+			return
+		}
+	}
+	c.nc.Close()
+}
+
+// write sends buf and reports success. A write stalled for a minute counts as a
+// dead peer.
+func (c *conn) write(buf []byte) bool {
+	if len(buf) == 0 {
+		return true
+	}
+	if err := c.nc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+		return false
+	}
+	n, err := c.nc.Write(buf)
+	c.stats.sendOct.add(n)
+	c.lastWrite.Store(time.Now().UnixNano())
+	if err != nil {
+		c.log.Debug("write failed", "err", err)
+		return false
+	}
+	return true
+}
+
+// waitAlarm blocks a publishing connection while a resource alarm is on, as
+// RabbitMQ does: the socket is not read until the alarm clears.
+func (c *conn) waitAlarm() error {
+	if !c.publisher {
+		return nil
+	}
+	cleared := c.srv.alarms.clearedChan()
+	if cleared == nil {
+		return nil
+	}
+	notify := c.supportsCap("connection.blocked")
+	if notify {
+		c.out.sendMethod(0, &amqp.ConnectionBlocked{Reason: "low on memory"})
+	}
+	// Heartbeats from a blocked client are not read; do not time it out.
+	if err := c.nc.SetReadDeadline(time.Time{}); err != nil {
+		return err
+	}
+	select {
+	case <-cleared:
+	case <-c.srv.quit:
+		return errClosed
+	}
+	if notify {
+		c.out.sendMethod(0, &amqp.ConnectionUnblocked{})
+	}
+	return nil
+}
+
+func (c *conn) supportsCap(name string) bool {
+	v, _ := c.clientCaps[name].(bool)
+	return v
+}
+
+// Info returns a snapshot of the connection. Safe from any goroutine.
+func (c *conn) Info() ConnInfo {
+	info := ConnInfo{
+		ID: c.id, Name: c.name, Peer: c.nc.RemoteAddr().String(), Local: c.nc.LocalAddr().String(),
+		FrameMax: c.frameMax, ChannelMax: c.channelMax, Heartbeat: c.heartbeat,
+		ClientProperties: c.clientProps, ConnectedAt: c.opened,
+		RecvOct: c.stats.recvOct.value(), SendOct: c.stats.sendOct.value(),
+	}
+	if c.user != nil {
+		info.User = c.user.name
+	}
+	if c.vhost != nil {
+		info.Vhost = c.vhost.name
+	}
+	return info
+}
+
+// isLoopback reports whether addr is a loopback address.
+func isLoopback(addr net.Addr) bool {
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	return false
+}
+
+// parseAMQPLain decodes an AMQPLAIN response: a field table without its length.
+func parseAMQPLain(resp []byte) (user, pass string, ok bool) {
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(resp)))
+	t, err := amqp.DecodeTable(append(b, resp...))
+	if err != nil {
+		return "", "", false
+	}
+	user, ok1 := t["LOGIN"].(string)
+	pass, ok2 := t["PASSWORD"].(string)
+	return user, pass, ok1 && ok2
+}
+
+// parsePlain decodes a SASL PLAIN response: authzid NUL authcid NUL password.
+func parsePlain(resp []byte) (user, pass string, ok bool) {
+	parts := bytes.SplitN(resp, []byte{0}, 3)
+	if len(parts) != 3 {
+		return "", "", false
+	}
+	return string(parts[1]), string(parts[2]), true
+}

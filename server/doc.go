@@ -1,0 +1,28 @@
+// Package server is the Warren broker: connections, channels, vhosts, users,
+// exchanges, bindings, routing, queues and consumers.
+//
+// Each connection has one reader goroutine, which owns every channel's state
+// and handles frames strictly in order, and one writer goroutine, which flushes
+// the connection's outbox (frames appended by any goroutine under a short lock)
+// with as few socket writes as possible and sends heartbeats. Queues have no
+// goroutine of their own: the goroutine that publishes, acks or frees write
+// buffer space dispatches under the queue's lock.
+//
+// AMQP failures are *amqp.Error values carrying reply code, class and method;
+// the connection closes the channel for soft codes and the whole connection for
+// hard ones, as the specification classes them. Texts follow RabbitMQ's.
+//
+// Invariants:
+//   - A queue's messages reach the wire in queue order, and a channel's delivery
+//     tags reach the wire in increasing order (tags are assigned and frames
+//     appended under the channel's unacked lock).
+//   - consume-ok precedes the consumer's first delivery; cancel-ok follows its last.
+//   - A requeued message returns to its original position with redelivered set.
+//
+// Caveats:
+//   - Queues hold messages in memory; persistence, paging and durable
+//     definitions arrive with the msgstore and queueindex integration.
+//   - The default user guest may connect only from loopback, as in RabbitMQ.
+//
+// Lock order is in LOCKS.md at the repository root, goroutines in THREADS.md.
+package server

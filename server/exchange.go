@@ -1,0 +1,182 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/server/route"
+)
+
+// Exchange kinds.
+const (
+	kindDirect  = "direct"
+	kindFanout  = "fanout"
+	kindTopic   = "topic"
+	kindHeaders = "headers"
+)
+
+// destination is what a binding points at: a *Queue or an *Exchange.
+type destination interface{ destName() string }
+
+func (q *Queue) destName() string    { return q.name }
+func (e *Exchange) destName() string { return e.name }
+
+// Exchange routes messages to queues and other exchanges.
+//
+// Lock order: vhost.mu → Exchange.mu. Routing holds only Exchange.mu for reading.
+type Exchange struct {
+	name       string
+	kind       string
+	vhost      *Vhost
+	durable    bool
+	autoDelete bool
+	internal   bool
+	args       amqp.Table
+
+	mu       sync.RWMutex
+	bindings route.Matcher[destination]
+
+	// incoming are bindings where this exchange is the destination (guarded by vhost.mu).
+	incoming map[bindingKey]struct{}
+
+	stats exchangeStats
+}
+
+type exchangeStats struct {
+	publishIn  counter
+	publishOut counter
+}
+
+func newMatcher(kind string) (route.Matcher[destination], bool) {
+	switch kind {
+	case kindDirect:
+		return route.NewDirect[destination](), true
+	case kindFanout:
+		return route.NewFanout[destination](), true
+	case kindTopic:
+		return route.NewTopic[destination](), true
+	case kindHeaders:
+		return route.NewHeaders[destination](), true
+	}
+	return nil, false
+}
+
+func newExchange(vh *Vhost, name, kind string, durable, autoDelete, internal bool, args amqp.Table) (*Exchange, bool) {
+	m, ok := newMatcher(kind)
+	if !ok {
+		return nil, false
+	}
+	return &Exchange{
+		name: name, kind: kind, vhost: vh, durable: durable, autoDelete: autoDelete,
+		internal: internal, args: args, bindings: m, incoming: make(map[bindingKey]struct{}),
+	}, true
+}
+
+// Name returns the exchange's name ("" for the default exchange).
+func (e *Exchange) Name() string { return e.name }
+
+// alternate returns the alternate-exchange argument, if any.
+func (e *Exchange) alternate() string {
+	if s, ok := e.args["alternate-exchange"].(string); ok {
+		return s
+	}
+	return ""
+}
+
+// canonicalArgs encodes a table deterministically, for binding identity.
+func canonicalArgs(t amqp.Table) string {
+	if len(t) == 0 {
+		return ""
+	}
+	return string(amqp.AppendTable(nil, t))
+}
+
+// describe renders an exchange name as RabbitMQ does in error texts.
+func describeExchange(name, vhost string) string {
+	return fmt.Sprintf("exchange '%s' in vhost '%s'", name, vhost)
+}
+
+func describeQueue(name, vhost string) string {
+	return fmt.Sprintf("queue '%s' in vhost '%s'", name, vhost)
+}
+
+// router collects a message's destination queues. One lives on each channel and
+// is reused, so routing allocates nothing in steady state.
+type router struct {
+	queues   []*Queue
+	pending  []*Exchange
+	visited  []*Exchange
+	visitFn  func(destination)
+	headers  amqp.Table
+	needHdrs func() amqp.Table
+}
+
+func newRouter() *router {
+	r := &router{}
+	r.visitFn = r.visit
+	return r
+}
+
+func (r *router) visit(d destination) {
+	switch d := d.(type) {
+	case *Queue:
+		for _, q := range r.queues {
+			if q == d {
+				return
+			}
+		}
+		r.queues = append(r.queues, d)
+	case *Exchange:
+		for _, e := range r.visited {
+			if e == d {
+				return // exchange-to-exchange loop
+			}
+		}
+		r.visited = append(r.visited, d)
+		r.pending = append(r.pending, d)
+	}
+}
+
+// route returns the queues m reaches from ex, following exchange-to-exchange
+// bindings (each exchange visited once) and alternate exchanges.
+func (r *router) route(ex *Exchange, m *Message) []*Queue {
+	r.queues = r.queues[:0]
+	r.pending = r.pending[:0]
+	r.visited = append(r.visited[:0], ex)
+	r.headers = nil
+	r.routeOne(ex, m)
+	for len(r.pending) > 0 {
+		next := r.pending[len(r.pending)-1]
+		r.pending = r.pending[:len(r.pending)-1]
+		r.routeOne(next, m)
+	}
+	return r.queues
+}
+
+func (r *router) routeOne(ex *Exchange, m *Message) {
+	before := len(r.queues) + len(r.pending)
+	if ex.name == "" {
+		if q := ex.vhost.queue(m.RoutingKey); q != nil {
+			r.visit(q)
+		}
+	} else {
+		var hdrs amqp.Table
+		if ex.kind == kindHeaders {
+			if p, err := m.Properties(); err == nil {
+				hdrs = p.Headers
+			}
+		}
+		ex.mu.RLock()
+		ex.bindings.Match(m.RoutingKey, hdrs, r.visitFn)
+		ex.mu.RUnlock()
+	}
+	ex.stats.publishIn.inc()
+	if len(r.queues)+len(r.pending) == before {
+		if alt := ex.alternate(); alt != "" {
+			if ae := ex.vhost.exchange(alt); ae != nil {
+				r.visit(ae)
+			}
+		}
+	}
+}

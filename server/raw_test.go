@@ -1,0 +1,191 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+func TestRawServerGeneratedConsumerTag(t *testing.T) {
+	ts := startServer(t)
+	rc := dialRaw(t, ts.addr)
+	rc.open(0)
+	rc.send(1, &amqp.ChannelOpen{})
+	rc.expectMethod(&amqp.ChannelOpenOk{})
+	rc.send(1, &amqp.QueueDeclare{Queue: "", Exclusive: true})
+	ok := &amqp.QueueDeclareOk{}
+	rc.expectMethod(ok)
+	if !strings.HasPrefix(ok.Queue, "amq.gen-") || len(ok.Queue) != len("amq.gen-")+22 {
+		t.Fatalf("server-named queue %q", ok.Queue)
+	}
+	rc.send(1, &amqp.BasicConsume{Queue: ok.Queue})
+	cok := &amqp.BasicConsumeOk{}
+	rc.expectMethod(cok)
+	if !strings.HasPrefix(cok.ConsumerTag, "amq.ctag-") {
+		t.Fatalf("generated consumer tag %q", cok.ConsumerTag)
+	}
+}
+
+func TestRawProtocolHeaderMismatch(t *testing.T) {
+	ts := startServer(t)
+	rc := dialRaw(t, ts.addr)
+	rc.write([]byte("AMQP\x01\x01\x00\x0a"))
+	got := make([]byte, 8)
+	if err := rc.nc.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.r.Read(got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(amqp.ProtocolHeader) {
+		t.Fatalf("server answered % x", got)
+	}
+	rc.expectEOF()
+}
+
+func TestRawHandshakeTimeout(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.HandshakeTimeout = 200 * time.Millisecond })
+	rc := dialRaw(t, ts.addr)
+	rc.write(amqp.ProtocolHeader[:4]) // then stall
+	start := time.Now()
+	rc.expectEOF()
+	if time.Since(start) > 4*time.Second {
+		t.Fatalf("stalled handshake dropped only after %s", time.Since(start))
+	}
+}
+
+func TestRawMissedHeartbeats(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.Heartbeat = time.Second })
+	rc := dialRaw(t, ts.addr)
+	rc.open(1)
+	// The server sends heartbeats while the client stays silent...
+	f, err := rc.readFrame()
+	if err != nil || f.Type != amqp.TypeHeartbeat {
+		t.Fatalf("expected a heartbeat from the server, got %+v %v", f, err)
+	}
+	// ...and drops the client after two missed intervals.
+	waitFor(t, 5*time.Second, "connection dropped", func() bool { return len(ts.Connections()) == 0 })
+}
+
+func TestRawReplyCodes(t *testing.T) {
+	ts := startServer(t)
+	open := func(t *testing.T) *rawClient {
+		rc := dialRaw(t, ts.addr)
+		rc.open(0)
+		rc.send(1, &amqp.ChannelOpen{})
+		rc.expectMethod(&amqp.ChannelOpenOk{})
+		return rc
+	}
+	t.Run("501 frame too large", func(t *testing.T) {
+		rc := open(t)
+		// Only the 7-byte header: the server must judge the size before the payload arrives.
+		b, start := amqp.BeginFrame(nil, amqp.TypeBody, 1)
+		b = append(b, make([]byte, 200000)...)
+		rc.write(amqp.EndFrame(b, start)[:7])
+		rc.expectConnectionClose(amqp.FrameError)
+	})
+	t.Run("501 bad frame end", func(t *testing.T) {
+		rc := open(t)
+		b := amqp.AppendMethodFrame(nil, 1, &amqp.BasicQos{PrefetchCount: 1})
+		b[len(b)-1] = 0
+		rc.write(b)
+		rc.expectConnectionClose(amqp.FrameError)
+	})
+	t.Run("502 malformed arguments", func(t *testing.T) {
+		rc := open(t)
+		b, start := amqp.BeginFrame(nil, amqp.TypeMethod, 1)
+		b = append(b, 0, 50, 0, 10, 0, 0, 200) // queue.declare with a short string running past the end
+		rc.write(amqp.EndFrame(b, start))
+		rc.expectConnectionClose(amqp.SyntaxError)
+	})
+	t.Run("504 second channel.open", func(t *testing.T) {
+		rc := open(t)
+		rc.send(1, &amqp.ChannelOpen{})
+		rc.expectConnectionClose(amqp.ChannelError)
+	})
+	t.Run("504 method on unopened channel", func(t *testing.T) {
+		rc := open(t)
+		rc.send(7, &amqp.BasicQos{PrefetchCount: 1})
+		rc.expectConnectionClose(amqp.ChannelError)
+	})
+	t.Run("505 body without header", func(t *testing.T) {
+		rc := open(t)
+		b, start := amqp.BeginFrame(nil, amqp.TypeBody, 1)
+		b = append(b, "stray"...)
+		rc.write(amqp.EndFrame(b, start))
+		rc.expectConnectionClose(amqp.UnexpectedFrame)
+	})
+	t.Run("505 method where content header expected", func(t *testing.T) {
+		rc := open(t)
+		rc.send(1, &amqp.BasicPublish{RoutingKey: "x"})
+		rc.send(1, &amqp.BasicQos{PrefetchCount: 1})
+		rc.expectConnectionClose(amqp.UnexpectedFrame)
+	})
+	t.Run("540 unknown method", func(t *testing.T) {
+		rc := open(t)
+		b, start := amqp.BeginFrame(nil, amqp.TypeMethod, 1)
+		b = append(b, 0, 60, 0, 99)
+		rc.write(amqp.EndFrame(b, start))
+		rc.expectConnectionClose(amqp.NotImplemented)
+	})
+	t.Run("501 heartbeat on a channel", func(t *testing.T) {
+		rc := open(t)
+		b := amqp.AppendHeartbeat(nil)
+		b[2] = 1
+		rc.write(b)
+		rc.expectConnectionClose(amqp.FrameError)
+	})
+	t.Run("406 body larger than announced", func(t *testing.T) {
+		rc := open(t)
+		rc.send(1, &amqp.BasicPublish{RoutingKey: "x"})
+		b, start := amqp.BeginFrame(nil, amqp.TypeHeader, 1)
+		b = amqp.AppendContentHeader(b, 2, []byte{0, 0})
+		b = amqp.EndFrame(b, start)
+		b2, start := amqp.BeginFrame(nil, amqp.TypeBody, 1)
+		b2 = append(b2, "toolong"...)
+		rc.write(append(b, amqp.EndFrame(b2, start)...))
+		rc.expectConnectionClose(amqp.FrameError)
+	})
+	t.Run("406 message over max size", func(t *testing.T) {
+		ts := startServer(t, func(c *Config) { c.MaxMessageSize = 10 })
+		rc := dialRaw(t, ts.addr)
+		rc.open(0)
+		rc.send(1, &amqp.ChannelOpen{})
+		rc.expectMethod(&amqp.ChannelOpenOk{})
+		rc.send(1, &amqp.BasicPublish{RoutingKey: "x"})
+		b, start := amqp.BeginFrame(nil, amqp.TypeHeader, 1)
+		b = amqp.AppendContentHeader(b, 11, []byte{0, 0})
+		rc.write(amqp.EndFrame(b, start))
+		cl := rc.expectChannelClose(amqp.PreconditionFailed)
+		if !strings.Contains(cl.ReplyText, "larger than configured max size 10") {
+			t.Fatalf("reply text %q", cl.ReplyText)
+		}
+	})
+}
+
+func TestRawAuthFailureAndVhostRefusal(t *testing.T) {
+	ts := startServer(t)
+	rc := dialRaw(t, ts.addr)
+	rc.write(amqp.ProtocolHeader)
+	rc.expectMethod(&amqp.ConnectionStart{})
+	rc.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00wrong")})
+	cl := rc.expectConnectionClose(amqp.AccessRefused)
+	if !strings.Contains(cl.ReplyText, "Login was refused using authentication mechanism PLAIN") {
+		t.Fatalf("reply text %q", cl.ReplyText)
+	}
+
+	rc = dialRaw(t, ts.addr)
+	rc.write(amqp.ProtocolHeader)
+	rc.expectMethod(&amqp.ConnectionStart{})
+	rc.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00guest")})
+	tune := &amqp.ConnectionTune{}
+	rc.expectMethod(tune)
+	if tune.ChannelMax != 2047 || tune.FrameMax != 131072 || tune.Heartbeat != 60 {
+		t.Fatalf("tune %+v", tune)
+	}
+	rc.send(0, &amqp.ConnectionTuneOk{ChannelMax: 10, FrameMax: 131072})
+	rc.send(0, &amqp.ConnectionOpen{VirtualHost: "nope"})
+	rc.expectConnectionClose(amqp.NotAllowed)
+}

@@ -1,0 +1,334 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/metrics"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// Server is a Warren broker node: the AMQP listener, vhosts and users.
+//
+// Lock order: Server.mu → Vhost.mu → Exchange.mu; Queue.mu → channel.umu →
+// outbox.mu. users.mu and alarms.mu are leaves. See LOCKS.md.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	ln   net.Listener
+	quit chan struct{} // closed by Close
+	wg   sync.WaitGroup
+
+	mu     sync.RWMutex
+	vhosts map[string]*Vhost
+	conns  map[uint64]*conn
+	nextID atomic.Uint64
+
+	users  *users
+	alarms alarms
+
+	watermark atomic.Uint64
+	closeOnce sync.Once
+}
+
+// New validates cfg and builds a server with its vhosts and users. Call Start
+// to listen.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("server: invalid config: %w", err)
+	}
+	s := &Server{
+		cfg: cfg, log: cfg.Logger, quit: make(chan struct{}),
+		vhosts: make(map[string]*Vhost), conns: make(map[uint64]*conn), users: newUsers(),
+	}
+	s.watermark.Store(cfg.MemoryHighWatermark)
+	s.AddVhost(cfg.DefaultVhost)
+	for _, v := range cfg.Vhosts {
+		s.AddVhost(v)
+	}
+	loopback := make(map[string]bool)
+	for _, u := range cfg.LoopbackUsers {
+		loopback[u] = true
+	}
+	configured := make(map[string]bool)
+	for _, u := range cfg.Users {
+		configured[u.Name] = true
+		hash := u.PasswordHash
+		if hash == "" {
+			hash = HashPassword(u.Password)
+		}
+		if err := s.users.put(u.Name, hash, u.Tags, loopback[u.Name]); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		for vh, p := range u.Permissions {
+			if err := s.users.setPermission(u.Name, vh, p); err != nil {
+				return nil, fmt.Errorf("server: %w", err)
+			}
+		}
+	}
+	if cfg.DefaultUser != "" && !configured[cfg.DefaultUser] {
+		if err := s.users.put(cfg.DefaultUser, HashPassword(cfg.DefaultPassword), []string{"administrator"}, loopback[cfg.DefaultUser]); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		if err := s.users.setPermission(cfg.DefaultUser, cfg.DefaultVhost, Permission{".*", ".*", ".*"}); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Start listens on Config.AMQPListen and serves connections in the background.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.AMQPListen)
+	if err != nil {
+		return fmt.Errorf("server: listen %s: %w", s.cfg.AMQPListen, err)
+	}
+	s.ln = ln
+	s.log.Info("AMQP listener started", "addr", ln.Addr().String())
+	s.goFunc(s.acceptLoop)
+	if s.cfg.MemoryHighWatermark > 0 {
+		s.goFunc(s.memoryMonitor)
+	}
+	return nil
+}
+
+// Addr returns the listener's address (useful with port 0).
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// goFunc runs f on a goroutine tracked by the server's WaitGroup.
+func (s *Server) goFunc(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+func (s *Server) acceptLoop() {
+	var backoff time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			s.log.Error("accept failed; listener stopped", "err", err)
+			return
+		}
+		backoff = 0
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true) // best effort: the default is already on
+		}
+		c := newConn(s, nc, s.nextID.Add(1))
+		s.goFunc(c.serve)
+	}
+}
+
+func (s *Server) registerConn(c *conn) {
+	s.mu.Lock()
+	s.conns[c.id] = c
+	s.mu.Unlock()
+}
+
+func (s *Server) unregisterConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c.id)
+	s.mu.Unlock()
+}
+
+// Close stops the listener, closes every connection with 320
+// CONNECTION_FORCED and waits for all goroutines to finish.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		if s.ln != nil {
+			err = s.ln.Close()
+		}
+		s.mu.RLock()
+		conns := make([]*conn, 0, len(s.conns))
+		for _, c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.RUnlock()
+		for _, c := range conns {
+			c.forceClose(amqp.ConnectionForced, "broker forced connection closure with reason 'shutdown'")
+		}
+		s.wg.Wait()
+	})
+	return err
+}
+
+// forceClose closes the connection from outside its reader: the close frame
+// is flushed, then the socket is shut so the reader cleans up. Any goroutine.
+func (c *conn) forceClose(code uint16, text string) {
+	e := amqp.NewError(code, 0, "%s", text)
+	c.out.sendMethod(0, &amqp.ConnectionClose{ReplyCode: code, ReplyText: e.ReplyText()})
+	c.closeAfterFlush.Store(true)
+	c.out.signal()
+}
+
+// AddVhost creates a vhost if it does not exist and returns it.
+func (s *Server) AddVhost(name string) *Vhost {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if vh := s.vhosts[name]; vh != nil {
+		return vh
+	}
+	vh := newVhost(name)
+	s.vhosts[name] = vh
+	return vh
+}
+
+// Vhost returns the named vhost or nil.
+func (s *Server) Vhost(name string) *Vhost {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.vhosts[name]
+}
+
+// Vhosts returns all vhosts sorted by name.
+func (s *Server) Vhosts() []*Vhost {
+	s.mu.RLock()
+	out := make([]*Vhost, 0, len(s.vhosts))
+	for _, v := range s.vhosts {
+		out = append(out, v)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// AddUser creates or replaces a user with a clear-text password.
+func (s *Server) AddUser(name, password string, tags ...string) error {
+	return s.users.put(name, HashPassword(password), tags, false)
+}
+
+// SetPermissions grants user the permission on vhost.
+func (s *Server) SetPermissions(user, vhost string, p Permission) error {
+	if s.Vhost(vhost) == nil {
+		return fmt.Errorf("%w: %q", ErrNoSuchVhost, vhost)
+	}
+	return s.users.setPermission(user, vhost, p)
+}
+
+// Connections returns snapshots of the open connections, ordered by id.
+func (s *Server) Connections() []ConnInfo {
+	s.mu.RLock()
+	out := make([]ConnInfo, 0, len(s.conns))
+	for _, c := range s.conns {
+		out = append(out, c.Info())
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// CloseConnection closes a connection with 320 CONNECTION_FORCED and reason.
+func (s *Server) CloseConnection(id uint64, reason string) bool {
+	s.mu.RLock()
+	c := s.conns[id]
+	s.mu.RUnlock()
+	if c == nil {
+		return false
+	}
+	c.forceClose(amqp.ConnectionForced, reason)
+	return true
+}
+
+// alarms tracks the node's resource alarm. Publishing connections wait on
+// cleared while it is raised.
+type alarms struct {
+	mu      sync.Mutex
+	cleared chan struct{} // non-nil while the alarm is on
+}
+
+// clearedChan returns a channel closed when the alarm clears, or nil when no
+// alarm is on.
+func (a *alarms) clearedChan() chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cleared
+}
+
+// set raises or clears the alarm and reports whether it changed.
+func (a *alarms) set(on bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case on && a.cleared == nil:
+		a.cleared = make(chan struct{})
+		return true
+	case !on && a.cleared != nil:
+		close(a.cleared)
+		a.cleared = nil
+		return true
+	}
+	return false
+}
+
+// MemoryAlarm reports whether the memory alarm is raised.
+func (s *Server) MemoryAlarm() bool { return s.alarms.clearedChan() != nil }
+
+// SetMemoryHighWatermark changes the memory alarm threshold in bytes (0 turns
+// the alarm off) and re-evaluates it at once.
+func (s *Server) SetMemoryHighWatermark(bytes uint64) {
+	s.watermark.Store(bytes)
+	s.checkMemory()
+}
+
+// memoryMonitor compares process memory with the watermark periodically.
+func (s *Server) memoryMonitor() {
+	t := time.NewTicker(s.cfg.MemoryCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+			s.checkMemory()
+		}
+	}
+}
+
+var memSamples = []metrics.Sample{
+	{Name: "/memory/classes/total:bytes"},
+	{Name: "/memory/classes/heap/released:bytes"},
+}
+
+// MemoryUsed returns the bytes of memory the Go runtime holds from the OS.
+func MemoryUsed() uint64 {
+	s := make([]metrics.Sample, len(memSamples))
+	copy(s, memSamples)
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+func (s *Server) checkMemory() {
+	wm := s.watermark.Load()
+	used := MemoryUsed()
+	on := wm > 0 && used > wm
+	if s.alarms.set(on) {
+		if on {
+			s.log.Warn("memory alarm raised: blocking publishers", "used", used, "watermark", wm)
+		} else {
+			s.log.Info("memory alarm cleared", "used", used, "watermark", wm)
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package server
+
+import "github.com/warrenmq/warren/amqp"
+
+// txState buffers a transactional channel's publishes and settlements until
+// tx.commit. Settled deliveries leave the unacked list at once (so tags are
+// validated immediately, as RabbitMQ does) and go back on rollback.
+type txState struct {
+	publishes []txPublish
+	settles   []txSettle
+}
+
+type txPublish struct {
+	ex        *Exchange
+	msg       *Message
+	mandatory bool
+}
+
+type txSettle struct {
+	kind settleKind
+	ds   []delivery
+}
+
+func (ch *channel) txSelect(m *amqp.TxSelect) *amqp.Error {
+	if ch.confirm {
+		return amqp.NewError(amqp.PreconditionFailed, m.ID(), "cannot switch from confirm to tx mode")
+	}
+	if ch.tx == nil {
+		ch.tx = &txState{}
+	}
+	ch.conn.out.sendMethod(ch.id, &amqp.TxSelectOk{})
+	return nil
+}
+
+func (ch *channel) txCommit(m *amqp.TxCommit) *amqp.Error {
+	if ch.tx == nil {
+		return amqp.NewError(amqp.PreconditionFailed, m.ID(), "channel is not transactional")
+	}
+	tx := ch.tx
+	ch.tx = &txState{}
+	for _, p := range tx.publishes {
+		ch.route(p.ex, p.msg, p.mandatory)
+	}
+	for _, s := range tx.settles {
+		ch.applySettle(s.ds, s.kind)
+	}
+	ch.conn.out.sendMethod(ch.id, &amqp.TxCommitOk{})
+	return nil
+}
+
+func (ch *channel) txRollback(m *amqp.TxRollback) *amqp.Error {
+	if ch.tx == nil {
+		return amqp.NewError(amqp.PreconditionFailed, m.ID(), "channel is not transactional")
+	}
+	tx := ch.tx
+	ch.tx = &txState{}
+	ch.umu.Lock()
+	for _, s := range tx.settles {
+		for _, d := range s.ds {
+			ch.unacked.insert(d)
+		}
+	}
+	ch.umu.Unlock()
+	ch.conn.out.sendMethod(ch.id, &amqp.TxRollbackOk{})
+	return nil
+}

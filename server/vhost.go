@@ -1,0 +1,491 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/server/route"
+)
+
+// Method ids used in errors raised outside the channel's method switch.
+var (
+	methodExchangeDeclare = (&amqp.ExchangeDeclare{}).ID()
+	methodExchangeDelete  = (&amqp.ExchangeDelete{}).ID()
+	methodExchangeBind    = (&amqp.ExchangeBind{}).ID()
+	methodExchangeUnbind  = (&amqp.ExchangeUnbind{}).ID()
+	methodQueueDeclare    = (&amqp.QueueDeclare{}).ID()
+	methodQueueBind       = (&amqp.QueueBind{}).ID()
+	methodQueueUnbind     = (&amqp.QueueUnbind{}).ID()
+	methodQueuePurge      = (&amqp.QueuePurge{}).ID()
+	methodQueueDelete     = (&amqp.QueueDelete{}).ID()
+	methodBasicPublish    = (&amqp.BasicPublish{}).ID()
+	methodBasicConsume    = (&amqp.BasicConsume{}).ID()
+	methodBasicGet        = (&amqp.BasicGet{}).ID()
+)
+
+// Vhost is a virtual host: a namespace of exchanges, queues and bindings.
+type Vhost struct {
+	name string
+
+	mu        sync.RWMutex
+	exchanges map[string]*Exchange
+	queues    map[string]*Queue
+}
+
+func newVhost(name string) *Vhost {
+	vh := &Vhost{name: name, exchanges: make(map[string]*Exchange), queues: make(map[string]*Queue)}
+	for _, d := range []struct{ name, kind string }{
+		{"", kindDirect}, {"amq.direct", kindDirect}, {"amq.fanout", kindFanout},
+		{"amq.topic", kindTopic}, {"amq.headers", kindHeaders}, {"amq.match", kindHeaders},
+	} {
+		ex, _ := newExchange(vh, d.name, d.kind, true, false, false, nil)
+		vh.exchanges[d.name] = ex
+	}
+	return vh
+}
+
+// Name returns the vhost's name.
+func (vh *Vhost) Name() string { return vh.name }
+
+func (vh *Vhost) exchange(name string) *Exchange {
+	vh.mu.RLock()
+	defer vh.mu.RUnlock()
+	return vh.exchanges[name]
+}
+
+func (vh *Vhost) queue(name string) *Queue {
+	vh.mu.RLock()
+	defer vh.mu.RUnlock()
+	return vh.queues[name]
+}
+
+// declareExchange implements exchange.declare.
+func (vh *Vhost) declareExchange(m *amqp.ExchangeDeclare) *amqp.Error {
+	vh.mu.Lock()
+	defer vh.mu.Unlock()
+	ex := vh.exchanges[m.Exchange]
+	if m.Passive {
+		if ex == nil {
+			return amqp.NewError(amqp.NotFound, methodExchangeDeclare, "no %s", describeExchange(m.Exchange, vh.name))
+		}
+		return nil
+	}
+	if ex == nil {
+		if m.Exchange == "" {
+			return amqp.NewError(amqp.AccessRefused, methodExchangeDeclare, "operation not permitted on the default exchange")
+		}
+		if strings.HasPrefix(m.Exchange, "amq.") {
+			return amqp.NewError(amqp.AccessRefused, methodExchangeDeclare, "exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
+		}
+		// Like RabbitMQ, a headers exchange checks x-match per binding, not at declare.
+		nex, ok := newExchange(vh, m.Exchange, m.Type, m.Durable, m.AutoDelete, m.Internal, m.Arguments)
+		if !ok {
+			return amqp.NewError(amqp.CommandInvalid, methodExchangeDeclare, "unknown exchange type '%s'", m.Type)
+		}
+		vh.exchanges[m.Exchange] = nex
+		return nil
+	}
+	what := describeExchange(m.Exchange, vh.name)
+	if ex.kind != m.Type {
+		return amqp.NewError(amqp.PreconditionFailed, methodExchangeDeclare,
+			"inequivalent arg 'type' for %s: received '%s' but current is '%s'", what, m.Type, ex.kind)
+	}
+	if err := equivalentBool(methodExchangeDeclare, what, "durable", m.Durable, ex.durable); err != nil {
+		return err
+	}
+	if err := equivalentBool(methodExchangeDeclare, what, "auto_delete", m.AutoDelete, ex.autoDelete); err != nil {
+		return err
+	}
+	if err := equivalentBool(methodExchangeDeclare, what, "internal", m.Internal, ex.internal); err != nil {
+		return err
+	}
+	return equivalentArgs(methodExchangeDeclare, what, m.Arguments, ex.args)
+}
+
+func equivalentBool(method uint32, what, name string, got, have bool) *amqp.Error {
+	if got == have {
+		return nil
+	}
+	return amqp.NewError(amqp.PreconditionFailed, method,
+		"inequivalent arg '%s' for %s: received '%t' but current is '%t'", name, what, got, have)
+}
+
+// equivalentArgs compares declared arguments as RabbitMQ does for redeclares.
+func equivalentArgs(method uint32, what string, got, have amqp.Table) *amqp.Error {
+	keys := make([]string, 0, len(got)+len(have))
+	for k := range got {
+		keys = append(keys, k)
+	}
+	for k := range have {
+		if _, ok := got[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		g, gok := got[k]
+		h, hok := have[k]
+		if gok && hok && canonicalArgs(amqp.Table{k: g}) == canonicalArgs(amqp.Table{k: h}) {
+			continue
+		}
+		if !gok && !hok {
+			continue
+		}
+		return amqp.NewError(amqp.PreconditionFailed, method,
+			"inequivalent arg '%s' for %s: received %s but current is %s", k, what, describeArg(g, gok), describeArg(h, hok))
+	}
+	return nil
+}
+
+func describeArg(v any, present bool) string {
+	if !present {
+		return "none"
+	}
+	return fmt.Sprintf("the value '%v' of type '%s'", v, argTypeName(v))
+}
+
+// argTypeName names a table value's type as RabbitMQ does in error texts.
+func argTypeName(v any) string {
+	switch v.(type) {
+	case bool:
+		return "bool"
+	case int8, int16, int32, int64, int:
+		return "signedint"
+	case uint8, uint16, uint32, uint64:
+		return "unsignedint"
+	case float32, float64:
+		return "double"
+	case string:
+		return "longstr"
+	case []byte:
+		return "binary"
+	case amqp.Table:
+		return "table"
+	case []any:
+		return "array"
+	}
+	return "void"
+}
+
+// deleteExchange implements exchange.delete.
+func (vh *Vhost) deleteExchange(name string, ifUnused bool) *amqp.Error {
+	if name == "" {
+		return amqp.NewError(amqp.AccessRefused, methodExchangeDelete, "operation not permitted on the default exchange")
+	}
+	if strings.HasPrefix(name, "amq.") {
+		return amqp.NewError(amqp.AccessRefused, methodExchangeDelete, "deletion of system %s not allowed", describeExchange(name, vh.name))
+	}
+	vh.mu.Lock()
+	defer vh.mu.Unlock()
+	ex := vh.exchanges[name]
+	if ex == nil {
+		// RabbitMQ 3.x answers delete-ok for an exchange that does not exist.
+		return nil
+	}
+	ex.mu.RLock()
+	inUse := ex.bindings.Len() > 0
+	ex.mu.RUnlock()
+	if ifUnused && (inUse || len(ex.incoming) > 0) {
+		return amqp.NewError(amqp.PreconditionFailed, methodExchangeDelete, "%s in use", describeExchange(name, vh.name))
+	}
+	vh.removeExchangeLocked(ex)
+	return nil
+}
+
+// removeExchangeLocked deletes ex and every binding from or to it.
+func (vh *Vhost) removeExchangeLocked(ex *Exchange) {
+	delete(vh.exchanges, ex.name)
+	ex.mu.Lock()
+	for _, b := range ex.bindings.Bindings() {
+		k := bindingKey{source: ex, key: b.Key, args: canonicalArgs(b.Args)}
+		switch d := b.Dest.(type) {
+		case *Queue:
+			delete(d.bindings, k)
+		case *Exchange:
+			delete(d.incoming, k)
+		}
+	}
+	ex.bindings, _ = newMatcher(ex.kind)
+	ex.mu.Unlock()
+	for k := range ex.incoming {
+		k.source.mu.Lock()
+		k.source.bindings.RemoveDest(ex)
+		k.source.mu.Unlock()
+		vh.maybeAutoDeleteExchangeLocked(k.source)
+	}
+	ex.incoming = nil
+}
+
+// maybeAutoDeleteExchangeLocked deletes an auto-delete exchange with no bindings left.
+func (vh *Vhost) maybeAutoDeleteExchangeLocked(ex *Exchange) {
+	if !ex.autoDelete || vh.exchanges[ex.name] != ex {
+		return
+	}
+	ex.mu.RLock()
+	empty := ex.bindings.Len() == 0
+	ex.mu.RUnlock()
+	if empty {
+		vh.removeExchangeLocked(ex)
+	}
+}
+
+// bind adds a binding from source to dest.
+func (vh *Vhost) bindLocked(source *Exchange, dest destination, key string, args amqp.Table) *amqp.Error {
+	if source.kind == kindHeaders {
+		if err := route.ValidateHeadersArgs(args); err != nil {
+			return amqp.NewError(amqp.PreconditionFailed, methodQueueBind, "%v", err)
+		}
+	}
+	k := bindingKey{source: source, key: key, args: canonicalArgs(args)}
+	source.mu.Lock()
+	source.bindings.Add(route.Binding[destination]{Dest: dest, Key: key, Args: args})
+	source.mu.Unlock()
+	switch d := dest.(type) {
+	case *Queue:
+		d.bindings[k] = struct{}{}
+	case *Exchange:
+		d.incoming[k] = struct{}{}
+	}
+	return nil
+}
+
+func (vh *Vhost) unbindLocked(source *Exchange, dest destination, key string, args amqp.Table) {
+	k := bindingKey{source: source, key: key, args: canonicalArgs(args)}
+	source.mu.Lock()
+	source.bindings.Remove(route.Binding[destination]{Dest: dest, Key: key, Args: args})
+	source.mu.Unlock()
+	switch d := dest.(type) {
+	case *Queue:
+		delete(d.bindings, k)
+	case *Exchange:
+		delete(d.incoming, k)
+	}
+	vh.maybeAutoDeleteExchangeLocked(source)
+}
+
+// bindQueue implements queue.bind.
+func (vh *Vhost) bindQueue(c *conn, m *amqp.QueueBind) *amqp.Error {
+	vh.mu.Lock()
+	defer vh.mu.Unlock()
+	q, src, err := vh.bindEndsLocked(c, methodQueueBind, m.Queue, m.Exchange)
+	if err != nil {
+		return err
+	}
+	return vh.bindLocked(src, q, m.RoutingKey, m.Arguments)
+}
+
+// unbindQueue implements queue.unbind; unbinding what is not bound succeeds.
+func (vh *Vhost) unbindQueue(c *conn, m *amqp.QueueUnbind) *amqp.Error {
+	vh.mu.Lock()
+	defer vh.mu.Unlock()
+	q, src, err := vh.bindEndsLocked(c, methodQueueUnbind, m.Queue, m.Exchange)
+	if err != nil {
+		return err
+	}
+	vh.unbindLocked(src, q, m.RoutingKey, m.Arguments)
+	return nil
+}
+
+func (vh *Vhost) bindEndsLocked(c *conn, method uint32, queue, exchange string) (*Queue, *Exchange, *amqp.Error) {
+	if exchange == "" {
+		return nil, nil, amqp.NewError(amqp.AccessRefused, method, "operation not permitted on the default exchange")
+	}
+	q := vh.queues[queue]
+	if q == nil {
+		return nil, nil, amqp.NewError(amqp.NotFound, method, "no %s", describeQueue(queue, vh.name))
+	}
+	if err := checkExclusive(c, q, method); err != nil {
+		return nil, nil, err
+	}
+	src := vh.exchanges[exchange]
+	if src == nil {
+		return nil, nil, amqp.NewError(amqp.NotFound, method, "no %s", describeExchange(exchange, vh.name))
+	}
+	return q, src, nil
+}
+
+// bindExchange implements exchange.bind and exchange.unbind.
+func (vh *Vhost) bindExchange(dest, source, key string, args amqp.Table, unbind bool) *amqp.Error {
+	method := methodExchangeBind
+	if unbind {
+		method = methodExchangeUnbind
+	}
+	if dest == "" || source == "" {
+		return amqp.NewError(amqp.AccessRefused, method, "operation not permitted on the default exchange")
+	}
+	vh.mu.Lock()
+	defer vh.mu.Unlock()
+	d := vh.exchanges[dest]
+	if d == nil {
+		return amqp.NewError(amqp.NotFound, method, "no %s", describeExchange(dest, vh.name))
+	}
+	s := vh.exchanges[source]
+	if s == nil {
+		return amqp.NewError(amqp.NotFound, method, "no %s", describeExchange(source, vh.name))
+	}
+	if unbind {
+		vh.unbindLocked(s, d, key, args)
+		return nil
+	}
+	return vh.bindLocked(s, d, key, args)
+}
+
+// checkExclusive refuses access to another connection's exclusive queue.
+func checkExclusive(c *conn, q *Queue, method uint32) *amqp.Error {
+	if q.exclusive && q.owner != c {
+		return amqp.NewError(amqp.ResourceLocked, method,
+			"cannot obtain exclusive access to locked %s. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.",
+			describeQueue(q.name, q.vhost.name))
+	}
+	return nil
+}
+
+// lookupQueue finds a queue for a method, with RabbitMQ's 404 and 405 errors.
+func (vh *Vhost) lookupQueue(c *conn, name string, method uint32) (*Queue, *amqp.Error) {
+	q := vh.queue(name)
+	if q == nil {
+		return nil, amqp.NewError(amqp.NotFound, method, "no %s", describeQueue(name, vh.name))
+	}
+	if err := checkExclusive(c, q, method); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// declareQueue implements queue.declare. It returns the queue and its counts.
+func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Error) {
+	name := m.Queue
+	vh.mu.Lock()
+	defer vh.mu.Unlock()
+	if name == "" && !m.Passive {
+		name = generateName("amq.gen-")
+	}
+	q := vh.queues[name]
+	if m.Passive {
+		if q == nil {
+			return nil, amqp.NewError(amqp.NotFound, methodQueueDeclare, "no %s", describeQueue(name, vh.name))
+		}
+		return q, checkExclusive(c, q, methodQueueDeclare)
+	}
+	if q != nil {
+		if err := checkExclusive(c, q, methodQueueDeclare); err != nil {
+			return nil, err
+		}
+		what := describeQueue(name, vh.name)
+		if err := equivalentBool(methodQueueDeclare, what, "durable", m.Durable, q.durable); err != nil {
+			return nil, err
+		}
+		if err := equivalentBool(methodQueueDeclare, what, "auto_delete", m.AutoDelete, q.autoDelete); err != nil {
+			return nil, err
+		}
+		if err := equivalentBool(methodQueueDeclare, what, "exclusive", m.Exclusive, q.exclusive); err != nil {
+			return nil, err
+		}
+		return q, equivalentArgs(methodQueueDeclare, what, m.Arguments, q.args)
+	}
+	if strings.HasPrefix(name, "amq.") && m.Queue != "" {
+		return nil, amqp.NewError(amqp.AccessRefused, methodQueueDeclare, "queue name '%s' contains reserved prefix 'amq.*'", name)
+	}
+	var owner *conn
+	if m.Exclusive {
+		owner = c
+	}
+	q = newQueue(vh, name, m.Durable, m.Exclusive, m.AutoDelete, m.Arguments, owner)
+	vh.queues[name] = q
+	if owner != nil {
+		owner.addExclusive(q)
+	}
+	// Every queue is bound to the default exchange by its name; that binding is
+	// implicit (routeOne looks queues up by name).
+	return q, nil
+}
+
+// deleteQueue implements queue.delete and returns the ready messages dropped.
+func (vh *Vhost) deleteQueue(c *conn, name string, ifUnused, ifEmpty bool) (int, *amqp.Error) {
+	vh.mu.Lock()
+	q := vh.queues[name]
+	if q == nil {
+		vh.mu.Unlock()
+		// RabbitMQ 3.x answers delete-ok with 0 for a queue that does not exist.
+		return 0, nil
+	}
+	if err := checkExclusive(c, q, methodQueueDelete); err != nil {
+		vh.mu.Unlock()
+		return 0, err
+	}
+	ready, consumers := q.counts()
+	if ifUnused && consumers > 0 {
+		vh.mu.Unlock()
+		return 0, amqp.NewError(amqp.PreconditionFailed, methodQueueDelete, "%s in use", describeQueue(name, vh.name))
+	}
+	if ifEmpty && ready > 0 {
+		vh.mu.Unlock()
+		return 0, amqp.NewError(amqp.PreconditionFailed, methodQueueDelete, "%s not empty", describeQueue(name, vh.name))
+	}
+	cs, n := vh.removeQueueLocked(q)
+	vh.mu.Unlock()
+	notifyCancelled(cs)
+	return n, nil
+}
+
+// removeQueueLocked unbinds and stops q, returning its consumers for the caller
+// to notify once vhost.mu is released.
+func (vh *Vhost) removeQueueLocked(q *Queue) ([]*consumer, int) {
+	if vh.queues[q.name] != q {
+		return nil, 0
+	}
+	delete(vh.queues, q.name)
+	for k := range q.bindings {
+		k.source.mu.Lock()
+		k.source.bindings.RemoveDest(q)
+		k.source.mu.Unlock()
+		vh.maybeAutoDeleteExchangeLocked(k.source)
+	}
+	q.bindings = nil
+	if q.owner != nil {
+		q.owner.removeExclusive(q)
+	}
+	return q.markDeleted()
+}
+
+// removeQueue deletes q if it is still registered (auto-delete, exclusive cleanup).
+func (vh *Vhost) removeQueue(q *Queue) {
+	vh.mu.Lock()
+	cs, _ := vh.removeQueueLocked(q)
+	vh.mu.Unlock()
+	notifyCancelled(cs)
+}
+
+// notifyCancelled tells each consumer's channel that the server cancelled it.
+func notifyCancelled(cs []*consumer) {
+	for _, c := range cs {
+		c.ch.serverCancel(c)
+	}
+}
+
+// Queues returns the vhost's queues sorted by name.
+func (vh *Vhost) Queues() []*Queue {
+	vh.mu.RLock()
+	out := make([]*Queue, 0, len(vh.queues))
+	for _, q := range vh.queues {
+		out = append(out, q)
+	}
+	vh.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// generateName returns prefix followed by 22 random URL-safe characters, like
+// RabbitMQ's amq.gen- and amq.ctag- names.
+func generateName(prefix string) string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("server: crypto/rand failed: %v", err))
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
