@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -224,7 +225,7 @@ func (c *conn) readLoop() error {
 			}
 			return err
 		}
-		if err := c.handleFrame(f); err != nil {
+		if err := c.handleFrameSafely(f); err != nil {
 			var ae *amqp.Error
 			if errors.As(err, &ae) {
 				if err := c.hardClose(ae); err != nil {
@@ -265,6 +266,25 @@ func (c *conn) hardClose(e *amqp.Error) error {
 	return nil
 }
 
+// testHookFrame, when set by a test, runs before each frame is handled; it
+// lets a test make the handler fail in ways no client input can.
+var testHookFrame atomic.Pointer[func(f amqp.Frame)]
+
+// handleFrameSafely handles a frame, turning a panic in a handler into a 541
+// INTERNAL_ERROR for this connection instead of a crashed broker.
+func (c *conn) handleFrameSafely(f amqp.Frame) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("internal error handling frame", "panic", r, "stack", string(debug.Stack()))
+			err = amqp.NewError(amqp.InternalError, 0, "internal error: %v", r)
+		}
+	}()
+	if hook := testHookFrame.Load(); hook != nil {
+		(*hook)(f)
+	}
+	return c.handleFrame(f)
+}
+
 // handleFrame dispatches one frame.
 func (c *conn) handleFrame(f amqp.Frame) error {
 	if c.closing {
@@ -287,9 +307,6 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 		}
 		return c.handleConnectionMethod(f.Payload)
 	}
-	if f.Channel > c.channelMax {
-		return amqp.NewError(amqp.ChannelError, 0, "channel %d is above the negotiated channel_max %d", f.Channel, c.channelMax)
-	}
 	ch := c.channels[f.Channel]
 	if ch == nil {
 		return c.openChannel(f)
@@ -311,6 +328,9 @@ func (c *conn) openChannel(f amqp.Frame) error {
 	}
 	if err := open.Decode(f.Payload[4:]); err != nil {
 		return amqp.NewError(amqp.SyntaxError, id, "%v", err)
+	}
+	if f.Channel > c.channelMax || len(c.channels) >= int(c.channelMax) {
+		return amqp.NewError(amqp.NotAllowed, id, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax)
 	}
 	ch := newChannel(c, f.Channel)
 	c.channels[f.Channel] = ch

@@ -2,6 +2,8 @@ package server
 
 import (
 	"strings"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"testing"
 	"time"
 
@@ -188,4 +190,64 @@ func TestRawAuthFailureAndVhostRefusal(t *testing.T) {
 	rc.send(0, &amqp.ConnectionTuneOk{ChannelMax: 10, FrameMax: 131072})
 	rc.send(0, &amqp.ConnectionOpen{VirtualHost: "nope"})
 	rc.expectConnectionClose(amqp.NotAllowed)
+}
+
+func TestRawChannelMax(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.ChannelMax = 2 })
+	rc := dialRaw(t, ts.addr)
+	rc.open(0)
+	rc.send(1, &amqp.ChannelOpen{})
+	rc.expectMethod(&amqp.ChannelOpenOk{})
+	rc.send(2, &amqp.ChannelOpen{})
+	rc.expectMethod(&amqp.ChannelOpenOk{})
+	rc.send(3, &amqp.ChannelOpen{})
+	cl := rc.expectConnectionClose(amqp.NotAllowed)
+	if !strings.Contains(cl.ReplyText, "has reached the negotiated channel_max (2)") {
+		t.Fatalf("reply text %q", cl.ReplyText)
+	}
+}
+
+// TestInternalError541 shows that a failing handler closes only its own
+// connection with 541 INTERNAL_ERROR while other clients carry on.
+func TestInternalError541(t *testing.T) {
+	ts := startServer(t)
+	bystander, bch := ts.channel(t)
+	mustDeclare(t, bch, "still-here", nil)
+	hook := func(f amqp.Frame) {
+		if f.Type == amqp.TypeMethod {
+			if id, _ := amqp.MethodID(f.Payload); id == (&amqp.BasicRecover{}).ID() {
+				panic("injected failure")
+			}
+		}
+	}
+	testHookFrame.Store(&hook)
+	t.Cleanup(func() { testHookFrame.Store(nil) })
+	conn, ch := ts.channel(t)
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	_ = ch.Recover(true)
+	if e := waitClose(t, closed); e.Code != 541 {
+		t.Fatalf("got %v", e)
+	}
+	publish(t, bch, "", "still-here", "x")
+	if _, ok, err := bch.Get("still-here", true); err != nil || !ok {
+		t.Fatalf("bystander broken: ok=%v err=%v", ok, err)
+	}
+	if bystander.IsClosed() {
+		t.Fatal("bystander connection closed")
+	}
+}
+
+func TestUpdateSecret(t *testing.T) {
+	ts := startServer(t)
+	conn := ts.dial(t)
+	must(t, conn.UpdateSecret("guest", "rotation"))
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	err := conn.UpdateSecret("wrong", "rotation")
+	if err == nil {
+		if e := waitClose(t, closed); e.Code != 403 {
+			t.Fatalf("got %v", e)
+		}
+	} else {
+		expectCode(t, err, 403)
+	}
 }

@@ -23,10 +23,13 @@ var version = "dev"
 var logOutput io.Writer = os.Stderr
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, sigs))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run starts the broker and serves until a signal arrives on sigs.
+func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	cfg, _, showVersion, err := loadConfig(args, stderr)
 	if showVersion {
 		fmt.Fprintf(stdout, "warren %s\n", version)
@@ -46,8 +49,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "warren: %v\n", err)
 		return 1
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	sig := <-sigs
 	cfg.Logger.Info("shutting down", "signal", sig.String())
 	if err := srv.Close(); err != nil {

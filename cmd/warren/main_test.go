@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+func TestVersionFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--version"}, &out, &errOut, nil); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.HasPrefix(out.String(), "warren ") {
+		t.Fatalf("output %q", out.String())
+	}
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "warren.yaml")
+	yaml := `amqp-listen: 127.0.0.1:1111
+frame-max: 65536
+heartbeat: 30s
+vhosts: [orders]
+users:
+  - name: app
+    password: pw
+    tags: [management]
+    permissions:
+      orders: {configure: "^app", write: ".*", read: ".*"}
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WARREN_FRAME_MAX", "32768")
+	cfg, _, _, err := loadConfig([]string{"--config", file, "--heartbeat", "5s"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AMQPListen != "127.0.0.1:1111" {
+		t.Errorf("file value lost: %q", cfg.AMQPListen)
+	}
+	if cfg.FrameMax != 32768 {
+		t.Errorf("environment should beat the file: %d", cfg.FrameMax)
+	}
+	if cfg.Heartbeat != 5*time.Second {
+		t.Errorf("flag should beat the file: %s", cfg.Heartbeat)
+	}
+	if len(cfg.Vhosts) != 1 || cfg.Vhosts[0] != "orders" {
+		t.Errorf("vhosts %v", cfg.Vhosts)
+	}
+	if len(cfg.Users) != 1 || cfg.Users[0].Permissions["orders"].Configure != "^app" {
+		t.Errorf("users %+v", cfg.Users)
+	}
+	if cfg.DataDir != "./data" || cfg.ChannelMax != 2047 {
+		t.Errorf("defaults lost: %+v", cfg)
+	}
+}
+
+func TestInvalidConfigExits2(t *testing.T) {
+	for _, args := range [][]string{
+		{"--frame-max", "100"},
+		{"--log-format", "xml"},
+		{"--config", "/nonexistent/warren.yaml"},
+		{"--no-such-flag"},
+	} {
+		var errOut bytes.Buffer
+		if code := run(args, &bytes.Buffer{}, &errOut, nil); code != 2 {
+			t.Errorf("%v: exit %d (%s)", args, code, errOut.String())
+		}
+	}
+}
+
+// TestRunServesAndShutsDownOnSignal starts the binary's run function, connects
+// a client, delivers SIGTERM and checks the client sees 320 and run exits 0.
+func TestRunServesAndShutsDownOnSignal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	old := logOutput
+	logOutput = &bytes.Buffer{}
+	t.Cleanup(func() { logOutput = old })
+	sigs := make(chan os.Signal, 1)
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run([]string{"--amqp-listen", addr, "--data-dir", t.TempDir()}, &bytes.Buffer{}, &bytes.Buffer{}, sigs)
+	}()
+	var conn *amqp091.Connection
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err = amqp091.Dial("amqp://guest:guest@" + addr + "/")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker did not come up: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	sigs <- syscall.SIGTERM
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != 320 {
+			t.Fatalf("client saw %v, want 320", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("client not closed")
+	}
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return")
+	}
+}
