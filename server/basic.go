@@ -64,8 +64,8 @@ func (ch *channel) handleBody(p []byte) *amqp.Error {
 func (ch *channel) completePublish() *amqp.Error {
 	m := ch.pubMsg
 	ch.pubActive, ch.pubHeader, ch.pubMsg = false, false, nil
-	if _, err := m.Properties(); err != nil {
-		return amqp.NewError(amqp.SyntaxError, methodBasicPublish, "malformed content properties: %v", err)
+	if err := ch.prepareMessage(m); err != nil {
+		return err
 	}
 	if err := ch.authorizePublish(m.Exchange); err != nil {
 		return err
@@ -86,28 +86,49 @@ func (ch *channel) completePublish() *amqp.Error {
 	return nil
 }
 
-// route delivers m to the queues ex routes it to, returns it when mandatory and
-// unroutable, and confirms it in confirm mode.
+// route delivers m to the queues ex routes it to (and to a direct reply-to
+// consumer), returns it when mandatory and unroutable, and confirms it in
+// confirm mode: nack when a queue refused it at its length limit.
 func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	var seq uint64
 	if ch.confirm {
 		ch.publishSeq++
 		seq = ch.publishSeq
 	}
-	queues := ch.router.route(ex, m)
-	if len(queues) == 0 {
-		if mandatory {
-			ch.sendReturn(m, amqp.NoRoute, "NO_ROUTE")
+	if ex.isDuplicate(m) {
+		// A duplicate is confirmed but not enqueued.
+		if ch.confirm {
+			ch.confirmed(seq)
 		}
-	} else {
-		ex.stats.publishOut.inc()
+		return
 	}
+	routed := false
+	if ex.name == "" && ch.conn.srv.deliverReply(m) {
+		routed = true
+	}
+	queues := ch.router.route(ex, m)
+	rejected := false
 	for _, q := range queues {
-		q.enqueue(m)
+		switch q.enqueue(m, m.ttl) {
+		case enqueued, enqueueDuplicate:
+			routed = true
+		case enqueueRejected:
+			routed = true
+			rejected = true
+		}
 	}
 	clear(ch.router.queues)
+	if routed {
+		ex.stats.publishOut.inc()
+	} else if mandatory {
+		ch.sendReturn(m, amqp.NoRoute, "NO_ROUTE")
+	}
 	if ch.confirm {
-		ch.confirmed(seq)
+		if rejected {
+			ch.nacked(seq)
+		} else {
+			ch.confirmed(seq)
+		}
 	}
 }
 
@@ -120,7 +141,7 @@ func (ch *channel) sendReturn(m *Message, code uint16, text string) {
 		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
 		o.buf = ret.AppendTo(o.buf)
 		o.buf = amqp.EndFrame(o.buf, start)
-		o.appendContentLocked(ch.id, ch.conn.frameMax, m)
+		o.buf = amqp.AppendContent(o.buf, ch.id, ch.conn.frameMax, m.RawProps, m.Body)
 	}
 	o.mu.Unlock()
 	o.signal()
@@ -136,6 +157,16 @@ func (ch *channel) confirmed(seq uint64) {
 		ch.dirty = true
 		ch.conn.dirty = append(ch.conn.dirty, ch)
 	}
+}
+
+// nacked sends basic.nack for publish seq at once, after an ack covering
+// every earlier confirmed publish, so confirms stay in order.
+func (ch *channel) nacked(seq uint64) {
+	ch.ackUpTo = seq - 1
+	ch.flushConfirms()
+	nack := amqp.BasicNack{DeliveryTag: seq}
+	ch.ackUpTo, ch.ackSent = seq, seq
+	ch.conn.out.sendMethod(ch.id, &nack)
 }
 
 // flushConfirms sends one basic.ack covering every confirm not yet sent.
@@ -172,11 +203,12 @@ func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) *amqp.Error {
 // umu so tags reach the wire in order.
 func (ch *channel) deliver(c *consumer, m queued) {
 	o := ch.conn.out
+	props := c.q.deliveryProps(m)
 	ch.umu.Lock()
 	ch.nextTag++
 	tag := ch.nextTag
 	if !c.noAck {
-		ch.unacked.push(delivery{tag: tag, q: c.q, c: c, m: m})
+		ch.unacked.push(delivery{tag: tag, q: c.q, c: c, m: m, at: ch.conn.srv.clock()})
 	}
 	d := amqp.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: m.redelivered, Exchange: m.msg.Exchange, RoutingKey: m.msg.RoutingKey}
 	o.mu.Lock()
@@ -185,7 +217,7 @@ func (ch *channel) deliver(c *consumer, m queued) {
 		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
 		o.buf = d.AppendTo(o.buf)
 		o.buf = amqp.EndFrame(o.buf, start)
-		o.appendContentLocked(ch.id, ch.conn.frameMax, m.msg)
+		o.buf = amqp.AppendContent(o.buf, ch.id, ch.conn.frameMax, props, m.msg.Body)
 	}
 	o.mu.Unlock()
 	ch.umu.Unlock()
@@ -203,6 +235,13 @@ func (ch *channel) acquireGlobalCredit() bool {
 		if ch.globalUnacked.CompareAndSwap(cur, cur+1) {
 			return true
 		}
+	}
+}
+
+// refundGlobalCredit returns credit taken for a delivery that did not happen.
+func (ch *channel) refundGlobalCredit(c *consumer) {
+	if !c.noAck {
+		ch.globalUnacked.Add(-1)
 	}
 }
 
@@ -234,6 +273,9 @@ func (ch *channel) kickQueues() {
 }
 
 func (ch *channel) basicConsume(m *amqp.BasicConsume) *amqp.Error {
+	if m.Queue == replyToQueue {
+		return ch.consumeReplyTo(m)
+	}
 	name, err := ch.queueName(m.Queue, m.ID())
 	if err != nil {
 		return err
@@ -255,7 +297,11 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) *amqp.Error {
 	if dup {
 		return amqp.NewError(amqp.NotAllowed, m.ID(), "attempt to reuse consumer tag '%s'", tag)
 	}
-	c := &consumer{tag: tag, ch: ch, q: q, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.consumerPrefetch, args: m.Arguments}
+	prio, perr := consumerPriority(m)
+	if perr != nil {
+		return perr
+	}
+	c := &consumer{tag: tag, ch: ch, q: q, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.consumerPrefetch, args: m.Arguments, priority: prio}
 	ch.cmu.Lock()
 	ch.consumers[tag] = c
 	ch.cmu.Unlock()
@@ -271,12 +317,20 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) *amqp.Error {
 }
 
 func (ch *channel) basicCancel(m *amqp.BasicCancel) *amqp.Error {
+	if ch.replyTo != nil && ch.replyTo.tag == m.ConsumerTag {
+		ch.conn.srv.unregisterReply(ch)
+		ch.reply(m.Nowait, &amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+		return nil
+	}
 	ch.cmu.Lock()
 	c := ch.consumers[m.ConsumerTag]
 	delete(ch.consumers, m.ConsumerTag)
 	ch.cmu.Unlock()
 	if c != nil && c.q.removeConsumer(c) {
 		c.q.vhost.removeQueue(c.q)
+	}
+	if c != nil {
+		c.q.touch()
 	}
 	// The spec requires cancel-ok even for an unknown tag.
 	ch.reply(m.Nowait, &amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})
@@ -309,15 +363,18 @@ func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
 	if err != nil {
 		return err
 	}
+	q.touch()
 	// The queue lock is held across take and write so a concurrent delivery of a
 	// later message cannot overtake this one on the wire.
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.deleted || q.ready.len() == 0 {
+	qm, ok := q.takeLocked(nowMillis())
+	if q.deleted || !ok {
+		dead := q.takeDeadLocked()
+		q.mu.Unlock()
+		q.publishDeadLetters(dead)
 		ch.conn.out.sendMethod(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
-	qm := q.ready.pop()
 	q.stats.got.inc()
 	if qm.redelivered {
 		q.stats.redelivered.inc()
@@ -325,24 +382,28 @@ func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
 	if !m.NoAck {
 		q.unacked++
 	}
+	props := q.deliveryProps(qm)
 	o := ch.conn.out
 	ch.umu.Lock()
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
-		ch.unacked.push(delivery{tag: tag, q: q, m: qm})
+		ch.unacked.push(delivery{tag: tag, q: q, m: qm, at: ch.conn.srv.clock()})
 	}
-	ok := amqp.BasicGetOk{DeliveryTag: tag, Redelivered: qm.redelivered, Exchange: qm.msg.Exchange, RoutingKey: qm.msg.RoutingKey, MessageCount: uint32(q.ready.len())}
+	getOk := amqp.BasicGetOk{DeliveryTag: tag, Redelivered: qm.redelivered, Exchange: qm.msg.Exchange, RoutingKey: qm.msg.RoutingKey, MessageCount: uint32(q.ready.len())}
 	o.mu.Lock()
 	if !o.closed {
 		var start int
 		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
-		o.buf = ok.AppendTo(o.buf)
+		o.buf = getOk.AppendTo(o.buf)
 		o.buf = amqp.EndFrame(o.buf, start)
-		o.appendContentLocked(ch.id, ch.conn.frameMax, qm.msg)
+		o.buf = amqp.AppendContent(o.buf, ch.id, ch.conn.frameMax, props, qm.msg.Body)
 	}
 	o.mu.Unlock()
 	ch.umu.Unlock()
+	dead := q.takeDeadLocked()
+	q.mu.Unlock()
+	q.publishDeadLetters(dead)
 	o.signal()
 	return nil
 }
@@ -387,7 +448,7 @@ func (ch *channel) applySettle(ds []delivery, kind settleKind) {
 		if kind == settleRequeue {
 			run[0].q.requeue(run)
 		} else {
-			run[0].q.settle(run)
+			run[0].q.settle(run, kind == settleDrop)
 		}
 		i = j
 	}

@@ -303,8 +303,13 @@ func TestCancelAndConsumerTags(t *testing.T) {
 		t.Fatalf("consumer tag %q", m.ConsumerTag)
 	}
 	must(t, ch.Cancel(m.ConsumerTag, false))
-	if _, ok := <-d; ok {
-		t.Fatal("delivery channel still open after cancel")
+	select {
+	case _, ok := <-d:
+		if ok {
+			t.Fatal("delivery after cancel")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("delivery channel not closed after cancel")
 	}
 	_, err = ch.Consume("ct", "dup", false, false, false, false, nil)
 	must(t, err)
@@ -369,12 +374,12 @@ func TestMandatoryReturn(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no basic.return")
 	}
-	if c := <-confirms; !c.Ack || c.DeliveryTag != 1 {
+	if c := nextConfirm(t, confirms); !c.Ack || c.DeliveryTag != 1 {
 		t.Fatalf("confirm after return: %+v", c)
 	}
 	// Without mandatory an unroutable message is dropped silently.
 	must(t, ch.Publish("", "nowhere", false, false, amqp091.Publishing{Body: []byte("x")}))
-	if c := <-confirms; !c.Ack || c.DeliveryTag != 2 {
+	if c := nextConfirm(t, confirms); !c.Ack || c.DeliveryTag != 2 {
 		t.Fatalf("confirm: %+v", c)
 	}
 	select {

@@ -38,6 +38,10 @@ type channel struct {
 
 	tx *txState
 
+	// replyTo is the direct reply-to consumer, if any (see replyto.go). Set by
+	// the reader; read by publishers through the server's registry lock.
+	replyTo *replyConsumer
+
 	// lastQueue is the most recently declared queue, for empty-name shortcuts.
 	lastQueue string
 
@@ -62,6 +66,7 @@ type delivery struct {
 	q   *Queue
 	c   *consumer // nil for basic.get
 	m   queued
+	at  int64 // unix ms of the delivery, for the consumer timeout
 }
 
 func newChannel(c *conn, id uint16) *channel {
@@ -116,6 +121,7 @@ func (ch *channel) softClose(e *amqp.Error) {
 // It runs on the reader goroutine when the channel or connection closes.
 func (ch *channel) shutdown() {
 	ch.flushConfirms()
+	ch.conn.srv.unregisterReply(ch)
 	ch.cmu.Lock()
 	cs := make([]*consumer, 0, len(ch.consumers))
 	for tag, c := range ch.consumers {

@@ -89,6 +89,15 @@ type Config struct {
 	// Users are further accounts.
 	Users []User
 
+	// ConsumerTimeout closes, with 406 PRECONDITION_FAILED, a channel whose
+	// delivery has stayed unacknowledged this long, requeueing its deliveries.
+	// A queue's x-consumer-timeout overrides it. 0 disables. Default 30 min.
+	ConsumerTimeout time.Duration
+
+	// ConsumerTimeoutCheck is how often each connection looks for deliveries
+	// past their consumer timeout. Default 5 s.
+	ConsumerTimeoutCheck time.Duration
+
 	// WriteBufferLimit is the most bytes queued for one connection's socket before
 	// queues stop delivering to its consumers until the writer catches up.
 	// Default 4 MiB.
@@ -104,22 +113,24 @@ type Config struct {
 // DefaultConfig returns a configuration with RabbitMQ's defaults.
 func DefaultConfig() Config {
 	return Config{
-		AMQPListen:          "0.0.0.0:5672",
-		DataDir:             "./data",
-		FrameMax:            131072,
-		ChannelMax:          2047,
-		Heartbeat:           60 * time.Second,
-		HandshakeTimeout:    10 * time.Second,
-		MaxMessageSize:      128 << 20,
-		MemoryHighWatermark: defaultMemoryWatermark(),
-		MemoryCheckInterval: time.Second,
-		DefaultVhost:        "/",
-		DefaultUser:         "guest",
-		DefaultPassword:     "guest",
-		LoopbackUsers:       []string{"guest"},
-		WriteBufferLimit:    4 << 20,
-		Logger:              slog.Default(),
-		ProductVersion:      "dev",
+		AMQPListen:           "0.0.0.0:5672",
+		DataDir:              "./data",
+		FrameMax:             131072,
+		ChannelMax:           2047,
+		Heartbeat:            60 * time.Second,
+		HandshakeTimeout:     10 * time.Second,
+		MaxMessageSize:       128 << 20,
+		MemoryHighWatermark:  defaultMemoryWatermark(),
+		MemoryCheckInterval:  time.Second,
+		DefaultVhost:         "/",
+		DefaultUser:          "guest",
+		DefaultPassword:      "guest",
+		LoopbackUsers:        []string{"guest"},
+		WriteBufferLimit:     4 << 20,
+		ConsumerTimeout:      30 * time.Minute,
+		ConsumerTimeoutCheck: 5 * time.Second,
+		Logger:               slog.Default(),
+		ProductVersion:       "dev",
 	}
 }
 
@@ -145,6 +156,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMessageSize == 0 || c.MaxMessageSize > 512<<20 {
 		errs = append(errs, fmt.Errorf("MaxMessageSize %d out of range 1..512 MiB", c.MaxMessageSize))
+	}
+	if c.ConsumerTimeout < 0 {
+		errs = append(errs, errors.New("ConsumerTimeout is negative"))
+	}
+	if c.ConsumerTimeoutCheck <= 0 {
+		errs = append(errs, errors.New("ConsumerTimeoutCheck must be positive"))
 	}
 	if c.MemoryCheckInterval <= 0 {
 		errs = append(errs, errors.New("MemoryCheckInterval must be positive"))

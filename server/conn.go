@@ -45,6 +45,17 @@ type conn struct {
 	publisher bool
 	dirty     []*channel // channels with confirms to flush at the end of a read batch
 	closing   bool       // the server sent connection.close and awaits close-ok
+	// closeDeadline bounds the wait for close-ok after the server closed.
+	closeDeadline time.Time
+	// handshakeDeadline is set until connection.open completes.
+	handshakeDeadline time.Time
+	lastRead          time.Time // when bytes last arrived, for heartbeat timeouts
+
+	// stateMu guards running and forcedClose, the hand-over between the
+	// handshake and forceClose from other goroutines.
+	stateMu     sync.Mutex
+	running     bool
+	forcedClose bool
 
 	exclMu    sync.Mutex
 	exclusive []*Queue // exclusive queues to delete when the connection goes
@@ -97,13 +108,16 @@ var errClosed = errors.New("connection closed")
 // serve runs the connection to completion on the reader goroutine.
 func (c *conn) serve() {
 	defer c.nc.Close()
+	if !c.srv.registerConn(c) {
+		return // the server is closing
+	}
+	defer c.srv.unregisterConn(c)
 	if err := c.handshake(); err != nil {
-		if !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) {
+		if !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !c.forced() {
 			c.log.Info("handshake failed", "err", err)
 		}
 		return
 	}
-	c.srv.registerConn(c)
 	c.writerWG.Add(1)
 	go c.writeLoop()
 	err := c.readLoop()
@@ -113,7 +127,30 @@ func (c *conn) serve() {
 	c.cleanup()
 	close(c.done)
 	c.writerWG.Wait()
-	c.srv.unregisterConn(c)
+}
+
+// startRunning moves the connection from handshake to running, unless it was
+// force-closed meanwhile.
+func (c *conn) startRunning() bool {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	if c.forcedClose {
+		return false
+	}
+	c.running = true
+	return true
+}
+
+func (c *conn) isRunning() bool {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return c.running
+}
+
+func (c *conn) forced() bool {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return c.forcedClose
 }
 
 // cleanup releases everything the connection holds: channels requeue their
@@ -188,22 +225,85 @@ func (c *conn) fill() error {
 		copy(grown, c.rbuf)
 		c.rbuf = grown
 	}
-	if c.heartbeat > 0 {
-		if err := c.nc.SetReadDeadline(time.Now().Add(2 * c.heartbeat)); err != nil {
+	for {
+		if err := c.nc.SetReadDeadline(c.readDeadline()); err != nil {
 			return err
 		}
-	}
-	n, err := c.nc.Read(c.rbuf[len(c.rbuf):cap(c.rbuf)])
-	c.rbuf = c.rbuf[:len(c.rbuf)+n]
-	c.stats.recvOct.add(n)
-	if err != nil {
+		n, err := c.nc.Read(c.rbuf[len(c.rbuf):cap(c.rbuf)])
+		c.rbuf = c.rbuf[:len(c.rbuf)+n]
+		c.stats.recvOct.add(n)
+		if n > 0 {
+			c.lastRead = time.Now()
+		}
+		if err == nil {
+			return nil
+		}
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() && c.heartbeat > 0 {
+		if !errors.As(err, &ne) || !ne.Timeout() || c.closing {
+			return err
+		}
+		if c.heartbeat > 0 && time.Since(c.lastRead) >= 2*c.heartbeat {
 			return fmt.Errorf("missed heartbeats from client, timeout: %s", c.heartbeat)
 		}
-		return err
+		if !c.handshakeDeadline.IsZero() {
+			return fmt.Errorf("handshake not finished within %s", c.srv.cfg.HandshakeTimeout)
+		}
+		// A periodic wake-up: look for consumers past their ack timeout.
+		c.checkConsumerTimeouts()
+		if n > 0 {
+			return nil
+		}
 	}
-	return nil
+}
+
+// readDeadline is the next time the reader must wake: two heartbeat intervals
+// after the last byte read, or the next consumer-timeout check if sooner.
+func (c *conn) readDeadline() time.Time {
+	if c.closing {
+		return c.closeDeadline
+	}
+	if !c.handshakeDeadline.IsZero() {
+		return c.handshakeDeadline
+	}
+	next := time.Now().Add(c.srv.cfg.ConsumerTimeoutCheck)
+	if c.heartbeat > 0 {
+		if hb := c.lastRead.Add(2 * c.heartbeat); hb.Before(next) {
+			next = hb
+		}
+	}
+	return next
+}
+
+// checkConsumerTimeouts closes, with 406, every channel holding a delivery
+// unacknowledged for longer than its queue's consumer timeout; closing the
+// channel requeues its deliveries.
+func (c *conn) checkConsumerTimeouts() {
+	now := c.srv.clock()
+	def := c.srv.cfg.ConsumerTimeout
+	for _, ch := range c.channels {
+		if ch.closing {
+			continue
+		}
+		var expired time.Duration
+		ch.umu.Lock()
+		for i := ch.unacked.head; i < len(ch.unacked.items); i++ {
+			d := &ch.unacked.items[i]
+			limit := def
+			if d.q.qa.consumerTimeout > 0 {
+				limit = d.q.qa.consumerTimeout
+			}
+			if limit > 0 && time.Duration(now-d.at)*time.Millisecond > limit {
+				expired = limit
+				break
+			}
+		}
+		ch.umu.Unlock()
+		if expired > 0 {
+			ch.softClose(amqp.NewError(amqp.PreconditionFailed, 0,
+				"delivery acknowledgement on channel %d timed out. Timeout value used: %d ms. This timeout value can be configured, see consumers doc guide to learn more",
+				ch.id, expired.Milliseconds()))
+		}
+	}
 }
 
 // readLoop handles frames until the connection ends.
@@ -259,10 +359,7 @@ func (c *conn) hardClose(e *amqp.Error) error {
 	c.log.Info("closing connection", "code", e.Code, "reason", e.ReplyText())
 	c.endBatch()
 	c.out.sendMethod(0, &amqp.ConnectionClose{ReplyCode: e.Code, ReplyText: e.ReplyText(), ClassID: e.ClassID, MethodID: e.MethodID})
-	if err := c.nc.SetReadDeadline(time.Now().Add(3 * time.Second)); err != nil {
-		return err
-	}
-	c.heartbeat = 0
+	c.closeDeadline = time.Now().Add(3 * time.Second)
 	return nil
 }
 

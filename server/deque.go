@@ -6,22 +6,26 @@ type queued struct {
 	// seq orders the queue: a requeued message goes back to its original place.
 	seq         uint64
 	redelivered bool
+	// expiresAt is when the message expires in this queue, in unix
+	// milliseconds; 0 means never.
+	expiresAt int64
+	// deliveries counts failed deliveries (returns to the queue), for
+	// x-delivery-limit and the x-delivery-count header.
+	deliveries uint32
+	priority   uint8
 }
 
-// readyList is a queue's ready messages, ordered by seq. Pops and pushes at
-// either end are O(1) amortised; a requeue into the middle shifts.
+// readyList is one priority level of a queue's ready messages, ordered by seq.
+// Pops and pushes at either end are O(1) amortised; a requeue into the middle
+// shifts.
 type readyList struct {
 	items []queued
 	head  int
-	bytes int
 }
 
 func (r *readyList) len() int { return len(r.items) - r.head }
 
-func (r *readyList) push(q queued) {
-	r.items = append(r.items, q)
-	r.bytes += q.msg.size()
-}
+func (r *readyList) push(q queued) { r.items = append(r.items, q) }
 
 func (r *readyList) front() *queued { return &r.items[r.head] }
 
@@ -29,7 +33,6 @@ func (r *readyList) pop() queued {
 	q := r.items[r.head]
 	r.items[r.head] = queued{}
 	r.head++
-	r.bytes -= q.msg.size()
 	if r.head == len(r.items) {
 		r.items, r.head = r.items[:0], 0
 	} else if r.head >= 1024 && r.head*2 >= len(r.items) {
@@ -42,7 +45,6 @@ func (r *readyList) pop() queued {
 
 // requeue puts q back in seq order.
 func (r *readyList) requeue(q queued) {
-	r.bytes += q.msg.size()
 	live := r.items[r.head:]
 	if len(live) == 0 || q.seq > live[len(live)-1].seq {
 		r.items = append(r.items, q)
@@ -53,7 +55,6 @@ func (r *readyList) requeue(q queued) {
 		r.items[r.head] = q
 		return
 	}
-	// Binary search for the first item with a larger seq.
 	lo, hi := 0, len(live)
 	for lo < hi {
 		mid := (lo + hi) / 2
@@ -69,10 +70,79 @@ func (r *readyList) requeue(q queued) {
 	r.items[at] = q
 }
 
-// drain removes and returns every ready message.
+// drain removes and returns every message.
 func (r *readyList) drain() []queued {
 	out := append([]queued(nil), r.items[r.head:]...)
 	clear(r.items)
-	r.items, r.head, r.bytes = r.items[:0], 0, 0
+	r.items, r.head = r.items[:0], 0
+	return out
+}
+
+// readySet is a queue's ready messages: one readyList per priority level
+// (just one for a plain queue), highest level served first.
+type readySet struct {
+	levels []readyList
+	count  int
+	bytes  int
+}
+
+func newReadySet(maxPriority uint8) readySet {
+	return readySet{levels: make([]readyList, int(maxPriority)+1)}
+}
+
+func (s *readySet) len() int { return s.count }
+
+func (s *readySet) push(q queued) {
+	s.levels[q.priority].push(q)
+	s.count++
+	s.bytes += q.msg.size()
+}
+
+func (s *readySet) requeue(q queued) {
+	s.levels[q.priority].requeue(q)
+	s.count++
+	s.bytes += q.msg.size()
+}
+
+// front returns the level holding the next message to deliver, or nil.
+func (s *readySet) front() *readyList {
+	for i := len(s.levels) - 1; i >= 0; i-- {
+		if s.levels[i].len() > 0 {
+			return &s.levels[i]
+		}
+	}
+	return nil
+}
+
+func (s *readySet) pop() queued {
+	l := s.front()
+	q := l.pop()
+	s.count--
+	s.bytes -= q.msg.size()
+	return q
+}
+
+// popOldest removes the message that entered the queue first, whatever its
+// priority (drop-head overflow drops the oldest).
+func (s *readySet) popOldest() queued {
+	var best *readyList
+	for i := range s.levels {
+		l := &s.levels[i]
+		if l.len() > 0 && (best == nil || l.front().seq < best.front().seq) {
+			best = l
+		}
+	}
+	q := best.pop()
+	s.count--
+	s.bytes -= q.msg.size()
+	return q
+}
+
+func (s *readySet) drain() []queued {
+	var out []queued
+	for i := range s.levels {
+		out = append(out, s.levels[i].drain()...)
+	}
+	s.count, s.bytes = 0, 0
 	return out
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/server/route"
@@ -36,6 +37,10 @@ type Exchange struct {
 
 	mu       sync.RWMutex
 	bindings route.Matcher[destination]
+
+	// dedup is the x-message-deduplication cache, guarded by dedupMu.
+	dedupMu sync.Mutex
+	dedup   *dedupCache
 
 	// incoming are bindings where this exchange is the destination (guarded by vhost.mu).
 	incoming map[bindingKey]struct{}
@@ -71,6 +76,16 @@ func newExchange(vh *Vhost, name, kind string, durable, autoDelete, internal boo
 		name: name, kind: kind, vhost: vh, durable: durable, autoDelete: autoDelete,
 		internal: internal, args: args, bindings: m, incoming: make(map[bindingKey]struct{}),
 	}, true
+}
+
+// isDuplicate applies the exchange's x-message-deduplication cache.
+func (e *Exchange) isDuplicate(m *Message) bool {
+	if e.dedup == nil {
+		return false
+	}
+	e.dedupMu.Lock()
+	defer e.dedupMu.Unlock()
+	return e.dedup.seenBefore(m, time.Now())
 }
 
 // Name returns the exchange's name ("" for the default exchange).
@@ -160,15 +175,21 @@ func (r *router) routeOne(ex *Exchange, m *Message) {
 		if q := ex.vhost.queue(m.RoutingKey); q != nil {
 			r.visit(q)
 		}
+		for _, k := range m.ccKeys {
+			if q := ex.vhost.queue(k); q != nil {
+				r.visit(q)
+			}
+		}
 	} else {
 		var hdrs amqp.Table
 		if ex.kind == kindHeaders {
-			if p, err := m.Properties(); err == nil {
-				hdrs = p.Headers
-			}
+			hdrs = m.props.Headers
 		}
 		ex.mu.RLock()
 		ex.bindings.Match(m.RoutingKey, hdrs, r.visitFn)
+		for _, k := range m.ccKeys {
+			ex.bindings.Match(k, hdrs, r.visitFn)
+		}
 		ex.mu.RUnlock()
 	}
 	ex.stats.publishIn.inc()

@@ -27,7 +27,8 @@ var serverCapabilities = amqp.Table{
 // HandshakeTimeout.
 func (c *conn) handshake() error {
 	cfg := &c.srv.cfg
-	if err := c.nc.SetDeadline(time.Now().Add(cfg.HandshakeTimeout)); err != nil {
+	c.handshakeDeadline = time.Now().Add(cfg.HandshakeTimeout)
+	if err := c.nc.SetDeadline(c.handshakeDeadline); err != nil {
 		return err
 	}
 	var hdr [8]byte
@@ -85,9 +86,16 @@ func (c *conn) handshake() error {
 	if err := c.openVhost(open.VirtualHost); err != nil {
 		return err
 	}
+	// From here on forceClose queues a connection.close for the writer, which
+	// starts right after open-ok, instead of dropping the socket.
+	if !c.startRunning() {
+		return errClosed
+	}
 	if err := c.writeDirect(&amqp.ConnectionOpenOk{}); err != nil {
 		return err
 	}
+	c.handshakeDeadline = time.Time{}
+	c.lastRead = time.Now()
 	return c.nc.SetDeadline(time.Time{})
 }
 

@@ -163,6 +163,18 @@ func expectNone(t testing.TB, d <-chan amqp091.Delivery, consumer, publisher *am
 	}
 }
 
+// nextConfirm waits for one publisher confirm.
+func nextConfirm(t testing.TB, c <-chan amqp091.Confirmation) amqp091.Confirmation {
+	t.Helper()
+	select {
+	case conf := <-c:
+		return conf
+	case <-time.After(5 * time.Second):
+		t.Fatal("no publisher confirm within 5s")
+		return amqp091.Confirmation{}
+	}
+}
+
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -16,6 +16,12 @@ type Message struct {
 	RawProps []byte
 	Body     []byte
 
+	// ccKeys are the CC and BCC header routing keys (sender-selected
+	// distribution), routed in addition to RoutingKey.
+	ccKeys []string
+	// ttl is the per-message expiration in milliseconds, or -1.
+	ttl int64
+
 	// props is RawProps decoded, filled on first use by the publishing goroutine
 	// before the message is shared. Embedded to save an allocation per message.
 	props        amqp.Properties

@@ -66,12 +66,6 @@ func (o *outbox) sendMethod(channel uint16, m amqp.Method) {
 	o.signal()
 }
 
-// appendContentLocked appends a method with content (deliver, get-ok, return).
-// The caller holds o.mu and has already appended the method frame.
-func (o *outbox) appendContentLocked(channel uint16, frameMax uint32, msg *Message) {
-	o.buf = amqp.AppendContent(o.buf, channel, frameMax, msg.RawProps, msg.Body)
-}
-
 // take swaps out the pending bytes and queues to wake. spare is an empty buffer
 // the writer has finished with, reused to avoid allocation.
 func (o *outbox) take(spare []byte) (out []byte, waiting []*Queue) {

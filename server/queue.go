@@ -12,6 +12,7 @@ import (
 // (writing only appends to a memory buffer; no socket I/O happens under mu).
 //
 // Lock order: vhost.mu → Queue.mu → channel.umu → outbox.mu (see LOCKS.md).
+// Dead letters are collected under mu and published after it is released.
 type Queue struct {
 	name       string
 	vhost      *Vhost
@@ -19,19 +20,27 @@ type Queue struct {
 	exclusive  bool
 	autoDelete bool
 	args       amqp.Table
+	qa         queueArgs
 	owner      *conn // the declaring connection of an exclusive queue
 	created    time.Time
 
-	mu        sync.Mutex
-	ready     readyList
-	nextSeq   uint64
+	mu      sync.Mutex
+	ready   readySet
+	nextSeq uint64
+	// consumers are ordered by priority, highest first, then by arrival.
 	consumers []*consumer
-	rr        int // round-robin position in consumers
+	rr        int // round-robin position within a priority group
 	// exclusiveConsumer is set while a consumer holds exclusive access.
 	exclusiveConsumer *consumer
 	hadConsumer       bool
 	unacked           int
 	deleted           bool
+	dead              []deadLetter // collected under mu, published after unlock
+	dedup             *dedupCache
+	ttlTimer          *time.Timer
+	ttlAt             int64 // unix ms the TTL timer fires at; 0 = not armed
+	expiryTimer       *time.Timer
+	lastUsed          time.Time
 	// bindings are the exchanges binding this queue, for removal on delete.
 	// Guarded by vhost.mu, not mu.
 	bindings map[bindingKey]struct{}
@@ -46,6 +55,9 @@ type queueStats struct {
 	redelivered counter
 	acked       counter
 	got         counter
+	deadLetterd counter
+	expired     counter
+	dropped     counter
 }
 
 // bindingKey identifies one binding of a queue or exchange, for cleanup.
@@ -63,50 +75,201 @@ type consumer struct {
 	noAck     bool
 	exclusive bool
 	prefetch  uint16 // per-consumer limit, 0 = unlimited
+	priority  int64  // x-priority
 	args      amqp.Table
 	unacked   int // guarded by q.mu
 }
 
-func newQueue(vh *Vhost, name string, durable, exclusive, autoDelete bool, args amqp.Table, owner *conn) *Queue {
-	return &Queue{
+func newQueue(vh *Vhost, name string, durable, exclusive, autoDelete bool, args amqp.Table, qa queueArgs, owner *conn) *Queue {
+	q := &Queue{
 		name: name, vhost: vh, durable: durable, exclusive: exclusive, autoDelete: autoDelete,
-		args: args, owner: owner, created: time.Now(), bindings: make(map[bindingKey]struct{}),
+		args: args, qa: qa, owner: owner, created: time.Now(), lastUsed: time.Now(),
+		bindings: make(map[bindingKey]struct{}), ready: newReadySet(qa.maxPriority),
 	}
+	if qa.dedup {
+		q.dedup = newDedupCache(qa.dedupCacheSize, qa.dedupCacheTTL)
+	}
+	if qa.expires > 0 {
+		q.expiryTimer = time.AfterFunc(time.Duration(qa.expires)*time.Millisecond, q.checkUnused)
+	}
+	return q
 }
 
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
 
-// enqueue appends m and delivers what consumers can take. It returns false when
-// the queue has been deleted meanwhile.
-func (q *Queue) enqueue(m *Message) bool {
+// enqueueResult says what a queue did with a published message.
+type enqueueResult int
+
+const (
+	enqueued enqueueResult = iota
+	enqueueRejected
+	enqueueDuplicate
+	enqueueGone
+)
+
+func nowMillis() int64 { return time.Now().UnixMilli() }
+
+// enqueue appends m, applies the length limit and delivers what consumers can
+// take. ttl is the message's own expiration in ms, or -1.
+func (q *Queue) enqueue(m *Message, ttl int64) enqueueResult {
+	now := nowMillis()
 	q.mu.Lock()
 	if q.deleted {
 		q.mu.Unlock()
-		return false
+		return enqueueGone
+	}
+	if q.qa.overflow != overflowDropHead && q.atLimitLocked(m.size()) {
+		if q.qa.overflow == overflowRejectPublishDLX {
+			q.dead = append(q.dead, deadLetter{m: queued{msg: m}, reason: reasonMaxLen})
+		}
+		dead := q.takeDeadLocked()
+		q.mu.Unlock()
+		q.publishDeadLetters(dead)
+		return enqueueRejected
+	}
+	if q.dedup != nil && q.dedup.seenBefore(m, time.Now()) {
+		q.mu.Unlock()
+		return enqueueDuplicate
 	}
 	q.nextSeq++
-	q.ready.push(queued{msg: m, seq: q.nextSeq})
+	qm := queued{msg: m, seq: q.nextSeq, priority: q.priorityOf(m)}
+	if exp := q.expiryFor(ttl, now); exp > 0 {
+		qm.expiresAt = exp
+	}
+	q.ready.push(qm)
 	q.stats.published.inc()
-	q.dispatchLocked()
+	q.dispatchLocked(now)
+	q.enforceLimitLocked()
+	q.expireLocked(now)
+	dead := q.takeDeadLocked()
 	q.mu.Unlock()
-	return true
+	q.publishDeadLetters(dead)
+	return enqueued
+}
+
+// priorityOf caps a message's priority at the queue's maximum.
+func (q *Queue) priorityOf(m *Message) uint8 {
+	if q.qa.maxPriority == 0 {
+		return 0
+	}
+	p, _ := amqp.PeekPriority(m.RawProps)
+	return min(p, q.qa.maxPriority)
+}
+
+// expiryFor returns the absolute expiry (unix ms) for a message with its own
+// TTL ttl (or -1) entering now, or 0 when it never expires. A TTL of 0 expires
+// at once unless a consumer takes the message immediately.
+func (q *Queue) expiryFor(ttl, now int64) int64 {
+	t := q.qa.messageTTL
+	if ttl >= 0 && (t < 0 || ttl < t) {
+		t = ttl
+	}
+	if t < 0 {
+		return 0
+	}
+	return now + t
+}
+
+// atLimitLocked reports whether one more message of size bytes would exceed
+// the queue's length limits.
+func (q *Queue) atLimitLocked(size int) bool {
+	return (q.qa.maxLength >= 0 && int64(q.ready.len()) >= q.qa.maxLength) ||
+		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes+size) > q.qa.maxLengthBytes)
+}
+
+// enforceLimitLocked drops the oldest messages (dead-lettered as maxlen)
+// while the queue is over a length limit.
+func (q *Queue) enforceLimitLocked() {
+	for q.ready.len() > 0 && ((q.qa.maxLength >= 0 && int64(q.ready.len()) > q.qa.maxLength) ||
+		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes) > q.qa.maxLengthBytes)) {
+		m := q.ready.popOldest()
+		q.stats.dropped.inc()
+		q.dead = append(q.dead, deadLetter{m: m, reason: reasonMaxLen})
+	}
+}
+
+// expireLocked drops expired messages at the heads of the queue (RabbitMQ
+// expires only from the head) and arms the timer for the next expiry.
+func (q *Queue) expireLocked(now int64) {
+	for i := range q.ready.levels {
+		l := &q.ready.levels[i]
+		for l.len() > 0 && l.front().expiresAt != 0 && l.front().expiresAt <= now {
+			m := l.pop()
+			q.ready.count--
+			q.ready.bytes -= m.msg.size()
+			q.stats.expired.inc()
+			q.dead = append(q.dead, deadLetter{m: m, reason: reasonExpired})
+		}
+	}
+	q.armTTLTimerLocked()
+}
+
+// armTTLTimerLocked makes sure a timer fires at the earliest head expiry, so a
+// queue of expired messages empties itself without consumers.
+func (q *Queue) armTTLTimerLocked() {
+	if q.deleted || (q.qa.messageTTL < 0 && !q.hasMessageTTLLocked()) {
+		return
+	}
+	var next int64
+	for i := range q.ready.levels {
+		l := &q.ready.levels[i]
+		if l.len() > 0 && l.front().expiresAt != 0 && (next == 0 || l.front().expiresAt < next) {
+			next = l.front().expiresAt
+		}
+	}
+	if next == 0 || (q.ttlAt != 0 && q.ttlAt <= next) {
+		return
+	}
+	q.ttlAt = next
+	d := time.Until(time.UnixMilli(next))
+	if q.ttlTimer == nil {
+		q.ttlTimer = time.AfterFunc(d, q.expireTick)
+	} else {
+		q.ttlTimer.Reset(d)
+	}
+}
+
+// hasMessageTTLLocked reports whether any head carries a per-message expiry.
+func (q *Queue) hasMessageTTLLocked() bool {
+	for i := range q.ready.levels {
+		l := &q.ready.levels[i]
+		if l.len() > 0 && l.front().expiresAt != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (q *Queue) expireTick() {
+	q.mu.Lock()
+	q.ttlAt = 0
+	q.expireLocked(nowMillis())
+	dead := q.takeDeadLocked()
+	q.mu.Unlock()
+	q.publishDeadLetters(dead)
 }
 
 // dispatch hands ready messages to consumers with credit.
 func (q *Queue) dispatch() {
 	q.mu.Lock()
-	q.dispatchLocked()
+	q.dispatchLocked(nowMillis())
+	dead := q.takeDeadLocked()
 	q.mu.Unlock()
+	q.publishDeadLetters(dead)
 }
 
-func (q *Queue) dispatchLocked() {
+func (q *Queue) dispatchLocked(now int64) {
 	for q.ready.len() > 0 && len(q.consumers) > 0 {
 		c := q.nextConsumerLocked()
 		if c == nil {
 			return
 		}
-		m := q.ready.pop()
+		m, ok := q.takeLocked(now)
+		if !ok {
+			c.ch.refundGlobalCredit(c)
+			return
+		}
 		if !c.noAck {
 			c.unacked++
 			q.unacked++
@@ -119,31 +282,60 @@ func (q *Queue) dispatchLocked() {
 	}
 }
 
-// nextConsumerLocked picks the next consumer in round-robin order that can take
-// a message now, or nil. A consumer whose connection's write buffer is full is
-// skipped and the queue asks that connection to wake it when it drains.
+// takeLocked pops the next deliverable message, dead-lettering expired ones.
+func (q *Queue) takeLocked(now int64) (queued, bool) {
+	for q.ready.len() > 0 {
+		m := q.ready.pop()
+		// Strictly before now: a message with TTL 0 may still go to a consumer
+		// in the instant it arrives (enqueue expires it right after if not).
+		if m.expiresAt != 0 && m.expiresAt < now {
+			q.stats.expired.inc()
+			q.dead = append(q.dead, deadLetter{m: m, reason: reasonExpired})
+			continue
+		}
+		return m, true
+	}
+	return queued{}, false
+}
+
+// nextConsumerLocked picks the consumer for the next message: with single
+// active consumer only the first; otherwise the highest-priority group with
+// credit, round robin within it. A consumer whose connection's write buffer
+// is full is skipped and the queue asks that connection to wake it later.
 func (q *Queue) nextConsumerLocked() *consumer {
-	n := len(q.consumers)
-	for i := 0; i < n; i++ {
-		idx := (q.rr + i) % n
-		c := q.consumers[idx]
-		if !c.hasCreditLocked() {
-			continue
+	if q.qa.singleActive {
+		c := q.consumers[0]
+		if q.canTakeLocked(c) {
+			return c
 		}
-		if !c.ch.conn.out.reserve(q) {
-			continue
+		return nil
+	}
+	for start := 0; start < len(q.consumers); {
+		end := start + 1
+		for end < len(q.consumers) && q.consumers[end].priority == q.consumers[start].priority {
+			end++
 		}
-		if !c.noAck && !c.ch.acquireGlobalCredit() {
-			continue
+		n := end - start
+		for i := 0; i < n; i++ {
+			idx := start + (q.rr+i)%n
+			if c := q.consumers[idx]; q.canTakeLocked(c) {
+				q.rr = (idx - start) + 1
+				return c
+			}
 		}
-		q.rr = idx + 1
-		return c
+		start = end
 	}
 	return nil
 }
 
-func (c *consumer) hasCreditLocked() bool {
-	return c.noAck || c.prefetch == 0 || c.unacked < int(c.prefetch)
+func (q *Queue) canTakeLocked(c *consumer) bool {
+	if !c.noAck && c.prefetch != 0 && c.unacked >= int(c.prefetch) {
+		return false
+	}
+	if !c.ch.conn.out.reserve(q) {
+		return false
+	}
+	return c.noAck || c.ch.acquireGlobalCredit()
 }
 
 // addConsumer subscribes c; it fails with 403 when exclusivity is violated.
@@ -151,86 +343,104 @@ func (c *consumer) hasCreditLocked() bool {
 // consume-ok it sends precedes every message.
 func (q *Queue) addConsumer(c *consumer, accepted func()) *amqp.Error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.deleted {
-		return amqp.NewError(amqp.NotFound, methodBasicConsume, "no queue '%s' in vhost '%s'", q.name, q.vhost.name)
+		q.mu.Unlock()
+		return amqp.NewError(amqp.NotFound, methodBasicConsume, "no %s", describeQueue(q.name, q.vhost.name))
 	}
 	if q.exclusiveConsumer != nil || (c.exclusive && len(q.consumers) > 0) {
-		return amqp.NewError(amqp.AccessRefused, methodBasicConsume, "queue '%s' in vhost '%s' in exclusive use", q.name, q.vhost.name)
+		q.mu.Unlock()
+		return amqp.NewError(amqp.AccessRefused, methodBasicConsume, "%s in exclusive use", describeQueue(q.name, q.vhost.name))
 	}
-	q.consumers = append(q.consumers, c)
+	at := len(q.consumers)
+	for i, x := range q.consumers {
+		if c.priority > x.priority {
+			at = i
+			break
+		}
+	}
+	q.consumers = append(q.consumers, nil)
+	copy(q.consumers[at+1:], q.consumers[at:])
+	q.consumers[at] = c
 	if c.exclusive {
 		q.exclusiveConsumer = c
 	}
 	q.hadConsumer = true
+	q.lastUsed = time.Now()
 	accepted()
-	q.dispatchLocked()
+	q.dispatchLocked(nowMillis())
+	dead := q.takeDeadLocked()
+	q.mu.Unlock()
+	q.publishDeadLetters(dead)
 	return nil
 }
 
 // removeConsumer unsubscribes c and reports whether an auto-delete queue has
-// just lost its last consumer and must be deleted by the caller.
+// just lost its last consumer and must be deleted by the caller. With single
+// active consumer the next consumer in line takes over.
 func (q *Queue) removeConsumer(c *consumer) (autoDelete bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	for i, x := range q.consumers {
 		if x == c {
 			q.consumers = append(q.consumers[:i], q.consumers[i+1:]...)
-			if q.rr > i {
-				q.rr--
-			}
+			q.rr = 0
 			break
 		}
 	}
 	if q.exclusiveConsumer == c {
 		q.exclusiveConsumer = nil
 	}
-	return q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.deleted
+	q.lastUsed = time.Now()
+	q.dispatchLocked(nowMillis())
+	dead := q.takeDeadLocked()
+	gone := q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.deleted
+	q.mu.Unlock()
+	q.publishDeadLetters(dead)
+	return gone
 }
 
-// get takes the next ready message for basic.get. ok is false when the queue is
-// empty. remaining is the ready count after the take.
-func (q *Queue) get(noAck bool) (m queued, remaining int, ok bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.ready.len() == 0 || q.deleted {
-		return queued{}, 0, false
-	}
-	m = q.ready.pop()
-	if !noAck {
-		q.unacked++
-	}
-	q.stats.got.inc()
-	if m.redelivered {
-		q.stats.redelivered.inc()
-	}
-	return m, q.ready.len(), true
-}
-
-// settle finishes deliveries that were acked, or rejected without requeue.
-func (q *Queue) settle(ds []delivery) {
+// settle finishes deliveries that were acked (drop=false) or rejected without
+// requeue (drop=true, dead-lettered as rejected).
+func (q *Queue) settle(ds []delivery, drop bool) {
 	q.mu.Lock()
 	for i := range ds {
 		q.releaseCreditLocked(&ds[i])
+		if drop && !q.deleted {
+			q.dead = append(q.dead, deadLetter{m: ds[i].m, reason: reasonRejected})
+		}
 	}
-	q.stats.acked.add(len(ds))
-	q.dispatchLocked()
+	if !drop {
+		q.stats.acked.add(len(ds))
+	}
+	q.dispatchLocked(nowMillis())
+	dead := q.takeDeadLocked()
 	q.mu.Unlock()
+	q.publishDeadLetters(dead)
 }
 
 // requeue puts deliveries back in their original places, marked redelivered.
+// A message past its delivery limit is dead-lettered instead.
 func (q *Queue) requeue(ds []delivery) {
+	now := nowMillis()
 	q.mu.Lock()
 	for i := range ds {
 		q.releaseCreditLocked(&ds[i])
-		if !q.deleted {
-			m := ds[i].m
-			m.redelivered = true
-			q.ready.requeue(m)
+		if q.deleted {
+			continue
 		}
+		m := ds[i].m
+		m.redelivered = true
+		m.deliveries++
+		if q.qa.deliveryLimit >= 0 && int64(m.deliveries) > q.qa.deliveryLimit {
+			q.dead = append(q.dead, deadLetter{m: m, reason: reasonDeliveryLimit})
+			continue
+		}
+		q.ready.requeue(m)
 	}
-	q.dispatchLocked()
+	q.expireLocked(now)
+	q.dispatchLocked(now)
+	dead := q.takeDeadLocked()
 	q.mu.Unlock()
+	q.publishDeadLetters(dead)
 }
 
 func (q *Queue) releaseCreditLocked(d *delivery) {
@@ -256,6 +466,36 @@ func (q *Queue) counts() (ready, consumers int) {
 	return q.ready.len(), len(q.consumers)
 }
 
+// touch records use of the queue for x-expires.
+func (q *Queue) touch() {
+	q.mu.Lock()
+	q.lastUsed = time.Now()
+	q.mu.Unlock()
+}
+
+// checkUnused deletes a queue with x-expires that had no consumers and no
+// basic.get for that long, or re-arms its timer.
+func (q *Queue) checkUnused() {
+	ttl := time.Duration(q.qa.expires) * time.Millisecond
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return
+	}
+	idle := time.Since(q.lastUsed)
+	if len(q.consumers) > 0 || idle < ttl {
+		wait := ttl - idle
+		if len(q.consumers) > 0 {
+			wait = ttl
+		}
+		q.expiryTimer.Reset(wait)
+		q.mu.Unlock()
+		return
+	}
+	q.mu.Unlock()
+	q.vhost.removeQueue(q)
+}
+
 // markDeleted stops the queue and returns its consumers (for cancel
 // notifications) and the number of ready messages it held.
 func (q *Queue) markDeleted() ([]*consumer, int) {
@@ -265,11 +505,18 @@ func (q *Queue) markDeleted() ([]*consumer, int) {
 		return nil, 0
 	}
 	q.deleted = true
+	if q.ttlTimer != nil {
+		q.ttlTimer.Stop()
+	}
+	if q.expiryTimer != nil {
+		q.expiryTimer.Stop()
+	}
 	cs := q.consumers
 	q.consumers = nil
 	q.exclusiveConsumer = nil
 	n := q.ready.len()
 	q.ready.drain()
+	q.dead = nil
 	return cs, n
 }
 
@@ -282,6 +529,7 @@ type QueueInfo struct {
 	ReadyBytes                     int
 	Published, Delivered, Acked    uint64
 	Redelivered, Got               uint64
+	Expired, Dropped, DeadLettered uint64
 }
 
 // Info returns a snapshot of the queue.
@@ -298,5 +546,8 @@ func (q *Queue) Info() QueueInfo {
 	info.Acked = q.stats.acked.value()
 	info.Redelivered = q.stats.redelivered.value()
 	info.Got = q.stats.got.value()
+	info.Expired = q.stats.expired.value()
+	info.Dropped = q.stats.dropped.value()
+	info.DeadLettered = q.stats.deadLetterd.value()
 	return info
 }

@@ -251,3 +251,20 @@ func TestUpdateSecret(t *testing.T) {
 		expectCode(t, err, 403)
 	}
 }
+
+func TestRawHandshakeStallAfterHeader(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond })
+	rc := dialRaw(t, ts.addr)
+	rc.write(amqp.ProtocolHeader)
+	rc.expectMethod(&amqp.ConnectionStart{}) // then never answer
+	rc.expectEOF()
+}
+
+func TestCloseDuringHandshake(t *testing.T) {
+	ts := startServer(t)
+	rc := dialRaw(t, ts.addr)
+	rc.write(amqp.ProtocolHeader)
+	rc.expectMethod(&amqp.ConnectionStart{})
+	must(t, ts.Close()) // must not wait for the stalled handshake's timeout
+	rc.expectEOF()
+}

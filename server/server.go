@@ -31,11 +31,13 @@ type Server struct {
 	conns  map[uint64]*conn
 	nextID atomic.Uint64
 
-	users  *users
-	alarms alarms
+	users   *users
+	alarms  alarms
+	replies replyRegistry
 
 	watermark atomic.Uint64
 	closeOnce sync.Once
+	closing   bool // guarded by mu: Close has begun
 }
 
 // New validates cfg and builds a server with its vhosts and users. Call Start
@@ -140,10 +142,16 @@ func (s *Server) acceptLoop() {
 	}
 }
 
-func (s *Server) registerConn(c *conn) {
+// registerConn records a new connection; it refuses once Close has begun, so
+// Close sees every connection it must wait for.
+func (s *Server) registerConn(c *conn) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
 	s.conns[c.id] = c
-	s.mu.Unlock()
+	return true
 }
 
 func (s *Server) unregisterConn(c *conn) {
@@ -161,12 +169,13 @@ func (s *Server) Close() error {
 		if s.ln != nil {
 			err = s.ln.Close()
 		}
-		s.mu.RLock()
+		s.mu.Lock()
+		s.closing = true
 		conns := make([]*conn, 0, len(s.conns))
 		for _, c := range s.conns {
 			conns = append(conns, c)
 		}
-		s.mu.RUnlock()
+		s.mu.Unlock()
 		for _, c := range conns {
 			c.forceClose(amqp.ConnectionForced, "broker forced connection closure with reason 'shutdown'")
 		}
@@ -178,11 +187,23 @@ func (s *Server) Close() error {
 // forceClose closes the connection from outside its reader: the close frame
 // is flushed, then the socket is shut so the reader cleans up. Any goroutine.
 func (c *conn) forceClose(code uint16, text string) {
+	c.stateMu.Lock()
+	if !c.running {
+		// Still in the handshake: there is no writer to flush a close frame.
+		c.forcedClose = true
+		c.stateMu.Unlock()
+		c.nc.Close()
+		return
+	}
+	c.stateMu.Unlock()
 	e := amqp.NewError(code, 0, "%s", text)
 	c.out.sendMethod(0, &amqp.ConnectionClose{ReplyCode: code, ReplyText: e.ReplyText()})
 	c.closeAfterFlush.Store(true)
 	c.out.signal()
 }
+
+// clock returns the time in unix milliseconds.
+func (s *Server) clock() int64 { return nowMillis() }
 
 // AddVhost creates a vhost if it does not exist and returns it.
 func (s *Server) AddVhost(name string) *Vhost {
@@ -228,12 +249,15 @@ func (s *Server) SetPermissions(user, vhost string, p Permission) error {
 	return s.users.setPermission(user, vhost, p)
 }
 
-// Connections returns snapshots of the open connections, ordered by id.
+// Connections returns snapshots of the connections past their handshake,
+// ordered by id.
 func (s *Server) Connections() []ConnInfo {
 	s.mu.RLock()
 	out := make([]ConnInfo, 0, len(s.conns))
 	for _, c := range s.conns {
-		out = append(out, c.Info())
+		if c.isRunning() {
+			out = append(out, c.Info())
+		}
 	}
 	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

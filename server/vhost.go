@@ -87,6 +87,9 @@ func (vh *Vhost) declareExchange(m *amqp.ExchangeDeclare) *amqp.Error {
 		if !ok {
 			return amqp.NewError(amqp.CommandInvalid, methodExchangeDeclare, "unknown exchange type '%s'", m.Type)
 		}
+		if err := configureExchangeDedup(nex, vh.name); err != nil {
+			return err
+		}
 		vh.exchanges[m.Exchange] = nex
 		return nil
 	}
@@ -376,6 +379,7 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 		if err := checkExclusive(c, q, methodQueueDeclare); err != nil {
 			return nil, err
 		}
+		q.touch()
 		what := describeQueue(name, vh.name)
 		if err := equivalentBool(methodQueueDeclare, what, "durable", m.Durable, q.durable); err != nil {
 			return nil, err
@@ -391,11 +395,15 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 	if strings.HasPrefix(name, "amq.") && m.Queue != "" {
 		return nil, amqp.NewError(amqp.AccessRefused, methodQueueDeclare, "queue name '%s' contains reserved prefix 'amq.*'", name)
 	}
+	qa, aerr := parseQueueArgs(name, vh.name, m.Arguments)
+	if aerr != nil {
+		return nil, aerr
+	}
 	var owner *conn
 	if m.Exclusive {
 		owner = c
 	}
-	q = newQueue(vh, name, m.Durable, m.Exclusive, m.AutoDelete, m.Arguments, owner)
+	q = newQueue(vh, name, m.Durable, m.Exclusive, m.AutoDelete, m.Arguments, qa, owner)
 	vh.queues[name] = q
 	if owner != nil {
 		owner.addExclusive(q)
@@ -488,4 +496,29 @@ func generateName(prefix string) string {
 		panic(fmt.Sprintf("server: crypto/rand failed: %v", err))
 	}
 	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// configureExchangeDedup sets up x-message-deduplication on a new exchange.
+func configureExchangeDedup(ex *Exchange, vhost string) *amqp.Error {
+	v, ok := ex.args["x-message-deduplication"]
+	if !ok {
+		return nil
+	}
+	fail := func(arg, reason string, a ...any) *amqp.Error {
+		return amqp.NewError(amqp.PreconditionFailed, methodExchangeDeclare, "invalid arg '%s' for %s: %s",
+			arg, describeExchange(ex.name, vhost), fmt.Sprintf(reason, a...))
+	}
+	on, isBool := v.(bool)
+	if !isBool {
+		return fail("x-message-deduplication", "{unacceptable_type,%s}", argTypeName(v))
+	}
+	if !on {
+		return nil
+	}
+	size, ttl, err := parseDedupArgs(ex.args, fail)
+	if err != nil {
+		return err
+	}
+	ex.dedup = newDedupCache(size, ttl)
+	return nil
 }
