@@ -1,0 +1,7 @@
+//go:build !linux
+
+package msgstore
+
+import "syscall"
+
+var errENOSPC = syscall.ENOSPC
