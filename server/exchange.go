@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
@@ -41,6 +42,10 @@ type Exchange struct {
 	// dedup is the x-message-deduplication cache, guarded by dedupMu.
 	dedupMu sync.Mutex
 	dedup   *dedupCache
+
+	// policyAlternate is an alternate-exchange set by a policy; the declared
+	// argument wins over it, as in RabbitMQ.
+	policyAlternate atomic.Pointer[string]
 
 	// incoming are bindings where this exchange is the destination (guarded by vhost.mu).
 	incoming map[bindingKey]struct{}
@@ -95,6 +100,9 @@ func (e *Exchange) Name() string { return e.name }
 func (e *Exchange) alternate() string {
 	if s, ok := e.args["alternate-exchange"].(string); ok {
 		return s
+	}
+	if p := e.policyAlternate.Load(); p != nil {
+		return *p
 	}
 	return ""
 }

@@ -551,3 +551,43 @@ func (q *Queue) Info() QueueInfo {
 	info.DeadLettered = q.stats.deadLetterd.value()
 	return info
 }
+
+// reconfigure replaces the queue's effective arguments, e.g. when a policy
+// that matches it changes, and applies them at once: length limits drop or
+// dead-letter what is over, timers follow the new TTLs. The priority levels
+// are fixed at declare (as in RabbitMQ, x-max-priority is not a policy key).
+func (q *Queue) reconfigure(qa queueArgs) {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return
+	}
+	qa.maxPriority = q.qa.maxPriority
+	q.qa = qa
+	switch {
+	case qa.dedup && q.dedup == nil:
+		q.dedup = newDedupCache(qa.dedupCacheSize, qa.dedupCacheTTL)
+	case !qa.dedup:
+		q.dedup = nil
+	}
+	if qa.expires > 0 {
+		d := time.Duration(qa.expires) * time.Millisecond
+		if q.expiryTimer == nil {
+			q.expiryTimer = time.AfterFunc(d, q.checkUnused)
+		} else {
+			q.expiryTimer.Reset(d)
+		}
+	} else if q.expiryTimer != nil {
+		q.expiryTimer.Stop()
+	}
+	now := nowMillis()
+	q.enforceLimitLocked()
+	q.expireLocked(now)
+	q.dispatchLocked(now)
+	dead := q.takeDeadLocked()
+	q.mu.Unlock()
+	q.publishDeadLetters(dead)
+}
+
+// declaredArgs returns the arguments the queue was declared with.
+func (q *Queue) declaredArgs() amqp.Table { return q.args }
