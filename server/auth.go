@@ -122,6 +122,8 @@ type UserInfo struct {
 
 // users is the user database. Its lock is a leaf: nothing else is locked under it.
 type users struct {
+	// meta persists users and permissions; nil without a data directory.
+	meta     *metaStore
 	mu       sync.RWMutex
 	accounts map[string]*account
 	// generation changes whenever a user or permission changes, so channels
@@ -134,6 +136,11 @@ func newUsers() *users { return &users{accounts: make(map[string]*account)} }
 func (u *users) put(name, hash string, tags []string, loopbackOnly bool) error {
 	if raw, err := base64.StdEncoding.DecodeString(hash); err != nil || len(raw) != 4+sha256.Size {
 		return fmt.Errorf("user %q: %w", name, ErrBadPasswordHash)
+	}
+	if u.meta != nil {
+		if err := u.meta.put(bucketUsers, []byte(name), metaUser{Name: name, PasswordHash: hash, Tags: tags, LoopbackOnly: loopbackOnly}); err != nil {
+			return fmt.Errorf("storing user %q: %w", name, err)
+		}
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -160,18 +167,29 @@ func (u *users) setPermission(user, vhost string, p Permission) error {
 	if a == nil {
 		return fmt.Errorf("%w: %q", ErrNoSuchUser, user)
 	}
+	if u.meta != nil {
+		if err := u.meta.put(bucketPermissions, metaKey(user, vhost), metaPermission{User: user, Vhost: vhost, Permission: p}); err != nil {
+			return fmt.Errorf("storing permission of %q on %q: %w", user, vhost, err)
+		}
+	}
 	a.perms[vhost] = cp
 	u.generation.Add(1)
 	return nil
 }
 
-func (u *users) clearPermission(user, vhost string) {
+func (u *users) clearPermission(user, vhost string) error {
+	if u.meta != nil {
+		if err := u.meta.delete(bucketPermissions, metaKey(user, vhost)); err != nil {
+			return fmt.Errorf("removing permission of %q on %q: %w", user, vhost, err)
+		}
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if a := u.accounts[user]; a != nil {
 		delete(a.perms, vhost)
 	}
 	u.generation.Add(1)
+	return nil
 }
 
 // authenticate returns the account for name if password matches.
@@ -206,11 +224,41 @@ func (u *users) list() []UserInfo {
 	return out
 }
 
-func (u *users) remove(name string) bool {
+func (u *users) remove(name string) (bool, error) {
+	if u.meta != nil {
+		if err := u.meta.delete(bucketUsers, []byte(name)); err != nil {
+			return false, fmt.Errorf("removing user %q: %w", name, err)
+		}
+		if err := u.meta.deletePrefix(bucketPermissions, append([]byte(name), 0)); err != nil {
+			return false, fmt.Errorf("removing permissions of %q: %w", name, err)
+		}
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	_, ok := u.accounts[name]
 	delete(u.accounts, name)
 	u.generation.Add(1)
-	return ok
+	return ok, nil
+}
+
+// load installs a user read from meta.db.
+func (u *users) load(m metaUser) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.accounts[m.Name] = &account{name: m.Name, passwordHash: m.PasswordHash, tags: m.Tags,
+		loopbackOnly: m.LoopbackOnly, perms: make(map[string]*compiledPermission)}
+}
+
+// loadPermission installs a permission read from meta.db.
+func (u *users) loadPermission(m metaPermission) error {
+	cp, err := compilePermission(m.Permission)
+	if err != nil {
+		return fmt.Errorf("permission of %q on %q: %w", m.User, m.Vhost, err)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if a := u.accounts[m.User]; a != nil {
+		a.perms[m.Vhost] = cp
+	}
+	return nil
 }

@@ -331,3 +331,5 @@ func isReset(err error) bool {
 	var ne *net.OpError
 	return errors.As(err, &ne) && !ne.Timeout()
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

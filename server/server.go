@@ -31,6 +31,7 @@ type Server struct {
 	conns  map[uint64]*conn
 	nextID atomic.Uint64
 
+	meta    *metaStore // nil without a data directory
 	users   *users
 	alarms  alarms
 	replies replyRegistry
@@ -51,9 +52,37 @@ func New(cfg Config) (*Server, error) {
 		vhosts: make(map[string]*Vhost), conns: make(map[uint64]*conn), users: newUsers(),
 	}
 	s.watermark.Store(cfg.MemoryHighWatermark)
-	s.AddVhost(cfg.DefaultVhost)
+	if cfg.DataDir != "" {
+		meta, err := openMeta(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		s.meta = meta
+		s.users.meta = meta
+	}
+	firstBoot, err := s.loadDefinitions()
+	if err != nil {
+		s.closeMeta()
+		return nil, err
+	}
+	if err := s.applyConfigDefinitions(firstBoot); err != nil {
+		s.closeMeta()
+		return nil, err
+	}
+	return s, nil
+}
+
+// applyConfigDefinitions creates the configured vhosts and users. The default
+// user is created only on first boot, as in RabbitMQ: deleting guest is final.
+func (s *Server) applyConfigDefinitions(firstBoot bool) error {
+	cfg := &s.cfg
+	if _, err := s.addVhost(cfg.DefaultVhost); err != nil {
+		return err
+	}
 	for _, v := range cfg.Vhosts {
-		s.AddVhost(v)
+		if _, err := s.addVhost(v); err != nil {
+			return err
+		}
 	}
 	loopback := make(map[string]bool)
 	for _, u := range cfg.LoopbackUsers {
@@ -67,23 +96,34 @@ func New(cfg Config) (*Server, error) {
 			hash = HashPassword(u.Password)
 		}
 		if err := s.users.put(u.Name, hash, u.Tags, loopback[u.Name]); err != nil {
-			return nil, fmt.Errorf("server: %w", err)
+			return fmt.Errorf("server: %w", err)
 		}
 		for vh, p := range u.Permissions {
+			if _, err := s.addVhost(vh); err != nil {
+				return err
+			}
 			if err := s.users.setPermission(u.Name, vh, p); err != nil {
-				return nil, fmt.Errorf("server: %w", err)
+				return fmt.Errorf("server: %w", err)
 			}
 		}
 	}
-	if cfg.DefaultUser != "" && !configured[cfg.DefaultUser] {
+	if cfg.DefaultUser != "" && !configured[cfg.DefaultUser] && firstBoot {
 		if err := s.users.put(cfg.DefaultUser, HashPassword(cfg.DefaultPassword), []string{"administrator"}, loopback[cfg.DefaultUser]); err != nil {
-			return nil, fmt.Errorf("server: %w", err)
+			return fmt.Errorf("server: %w", err)
 		}
 		if err := s.users.setPermission(cfg.DefaultUser, cfg.DefaultVhost, Permission{".*", ".*", ".*"}); err != nil {
-			return nil, fmt.Errorf("server: %w", err)
+			return fmt.Errorf("server: %w", err)
 		}
 	}
-	return s, nil
+	return nil
+}
+
+func (s *Server) closeMeta() {
+	if s.meta != nil {
+		if err := s.meta.close(); err != nil {
+			s.log.Error("closing metadata store", "err", err)
+		}
+	}
 }
 
 // Start listens on Config.AMQPListen and serves connections in the background.
@@ -180,6 +220,7 @@ func (s *Server) Close() error {
 			c.forceClose(amqp.ConnectionForced, "broker forced connection closure with reason 'shutdown'")
 		}
 		s.wg.Wait()
+		s.closeMeta()
 	})
 	return err
 }
@@ -205,16 +246,23 @@ func (c *conn) forceClose(code uint16, text string) {
 // clock returns the time in unix milliseconds.
 func (s *Server) clock() int64 { return nowMillis() }
 
-// AddVhost creates a vhost if it does not exist and returns it.
-func (s *Server) AddVhost(name string) *Vhost {
+// AddVhost creates a vhost if it does not exist (durably) and returns it.
+func (s *Server) AddVhost(name string) (*Vhost, error) { return s.addVhost(name) }
+
+func (s *Server) addVhost(name string) (*Vhost, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if vh := s.vhosts[name]; vh != nil {
-		return vh
+		return vh, nil
 	}
-	vh := newVhost(name)
+	if s.meta != nil {
+		if err := s.meta.put(bucketVhosts, []byte(name), metaVhost{Name: name}); err != nil {
+			return nil, fmt.Errorf("server: storing vhost %q: %w", name, err)
+		}
+	}
+	vh := newVhost(name, s.meta, s.log.With("vhost", name))
 	s.vhosts[name] = vh
-	return vh
+	return vh, nil
 }
 
 // Vhost returns the named vhost or nil.

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -31,14 +32,17 @@ var (
 // Vhost is a virtual host: a namespace of exchanges, queues and bindings.
 type Vhost struct {
 	name string
+	// meta persists durable definitions; nil when the server has no data directory.
+	meta *metaStore
+	log  *slog.Logger
 
 	mu        sync.RWMutex
 	exchanges map[string]*Exchange
 	queues    map[string]*Queue
 }
 
-func newVhost(name string) *Vhost {
-	vh := &Vhost{name: name, exchanges: make(map[string]*Exchange), queues: make(map[string]*Queue)}
+func newVhost(name string, meta *metaStore, log *slog.Logger) *Vhost {
+	vh := &Vhost{name: name, meta: meta, log: log, exchanges: make(map[string]*Exchange), queues: make(map[string]*Queue)}
 	for _, d := range []struct{ name, kind string }{
 		{"", kindDirect}, {"amq.direct", kindDirect}, {"amq.fanout", kindFanout},
 		{"amq.topic", kindTopic}, {"amq.headers", kindHeaders}, {"amq.match", kindHeaders},
@@ -89,6 +93,15 @@ func (vh *Vhost) declareExchange(m *amqp.ExchangeDeclare) *amqp.Error {
 		}
 		if err := configureExchangeDedup(nex, vh.name); err != nil {
 			return err
+		}
+		if nex.durable && vh.meta != nil {
+			err := vh.meta.put(bucketExchanges, metaKey(vh.name, nex.name), metaExchange{
+				Vhost: vh.name, Name: nex.name, Type: nex.kind, AutoDelete: nex.autoDelete, Internal: nex.internal,
+				Arguments: tableBytes(nex.args),
+			})
+			if err != nil {
+				return metaFailure(methodExchangeDeclare, err)
+			}
 		}
 		vh.exchanges[m.Exchange] = nex
 		return nil
@@ -203,9 +216,11 @@ func (vh *Vhost) deleteExchange(name string, ifUnused bool) *amqp.Error {
 // removeExchangeLocked deletes ex and every binding from or to it.
 func (vh *Vhost) removeExchangeLocked(ex *Exchange) {
 	delete(vh.exchanges, ex.name)
+	var metaKeys [][]byte
 	ex.mu.Lock()
 	for _, b := range ex.bindings.Bindings() {
 		k := bindingKey{source: ex, key: b.Key, args: canonicalArgs(b.Args)}
+		metaKeys = append(metaKeys, bindingMetaKey(vh.name, ex.name, b.Dest, k.key, k.args))
 		switch d := b.Dest.(type) {
 		case *Queue:
 			delete(d.bindings, k)
@@ -216,12 +231,25 @@ func (vh *Vhost) removeExchangeLocked(ex *Exchange) {
 	ex.bindings, _ = newMatcher(ex.kind)
 	ex.mu.Unlock()
 	for k := range ex.incoming {
+		metaKeys = append(metaKeys, bindingMetaKey(vh.name, k.source.name, ex, k.key, k.args))
 		k.source.mu.Lock()
 		k.source.bindings.RemoveDest(ex)
 		k.source.mu.Unlock()
 		vh.maybeAutoDeleteExchangeLocked(k.source)
 	}
 	ex.incoming = nil
+	if ex.durable && vh.meta != nil {
+		vh.metaDelete(bucketExchanges, metaKey(vh.name, ex.name))
+		vh.metaDelete(bucketBindings, metaKeys...)
+	}
+}
+
+// metaDelete removes definitions; a failure is logged (the object is gone from
+// the running broker either way and would be re-created only after a restart).
+func (vh *Vhost) metaDelete(bucket []byte, keys ...[]byte) {
+	if err := vh.meta.delete(bucket, keys...); err != nil {
+		vh.log.Error("could not remove definitions from the metadata store", "bucket", string(bucket), "err", err)
+	}
 }
 
 // maybeAutoDeleteExchangeLocked deletes an auto-delete exchange with no bindings left.
@@ -245,9 +273,22 @@ func (vh *Vhost) bindLocked(source *Exchange, dest destination, key string, args
 		}
 	}
 	k := bindingKey{source: source, key: key, args: canonicalArgs(args)}
+	b := route.Binding[destination]{Dest: dest, Key: key, Args: args}
 	source.mu.Lock()
-	source.bindings.Add(route.Binding[destination]{Dest: dest, Key: key, Args: args})
+	added := source.bindings.Add(b)
 	source.mu.Unlock()
+	if added && vh.meta != nil && source.durable && isDurable(dest) {
+		err := vh.meta.put(bucketBindings, bindingMetaKey(vh.name, source.name, dest, key, k.args), metaBinding{
+			Vhost: vh.name, Source: source.name, Destination: dest.destName(), DestinationType: destType(dest),
+			RoutingKey: key, Arguments: tableBytes(args),
+		})
+		if err != nil {
+			source.mu.Lock()
+			source.bindings.Remove(b)
+			source.mu.Unlock()
+			return metaFailure(methodQueueBind, err)
+		}
+	}
 	switch d := dest.(type) {
 	case *Queue:
 		d.bindings[k] = struct{}{}
@@ -260,8 +301,11 @@ func (vh *Vhost) bindLocked(source *Exchange, dest destination, key string, args
 func (vh *Vhost) unbindLocked(source *Exchange, dest destination, key string, args amqp.Table) {
 	k := bindingKey{source: source, key: key, args: canonicalArgs(args)}
 	source.mu.Lock()
-	source.bindings.Remove(route.Binding[destination]{Dest: dest, Key: key, Args: args})
+	removed := source.bindings.Remove(route.Binding[destination]{Dest: dest, Key: key, Args: args})
 	source.mu.Unlock()
+	if removed && vh.meta != nil && source.durable && isDurable(dest) {
+		vh.metaDelete(bucketBindings, bindingMetaKey(vh.name, source.name, dest, key, k.args))
+	}
 	switch d := dest.(type) {
 	case *Queue:
 		delete(d.bindings, k)
@@ -338,6 +382,13 @@ func (vh *Vhost) bindExchange(dest, source, key string, args amqp.Table, unbind 
 	return vh.bindLocked(s, d, key, args)
 }
 
+func destType(d destination) string {
+	if _, ok := d.(*Exchange); ok {
+		return "exchange"
+	}
+	return "queue"
+}
+
 // checkExclusive refuses access to another connection's exclusive queue.
 func checkExclusive(c *conn, q *Queue, method uint32) *amqp.Error {
 	if q.exclusive && q.owner != c {
@@ -404,6 +455,15 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 		owner = c
 	}
 	q = newQueue(vh, name, m.Durable, m.Exclusive, m.AutoDelete, m.Arguments, qa, owner)
+	if isDurable(q) && vh.meta != nil {
+		err := vh.meta.put(bucketQueues, metaKey(vh.name, name), metaQueue{
+			Vhost: vh.name, Name: name, AutoDelete: q.autoDelete, Arguments: tableBytes(q.args),
+		})
+		if err != nil {
+			q.markDeleted()
+			return nil, metaFailure(methodQueueDeclare, err)
+		}
+	}
 	vh.queues[name] = q
 	if owner != nil {
 		owner.addExclusive(q)
@@ -448,7 +508,9 @@ func (vh *Vhost) removeQueueLocked(q *Queue) ([]*consumer, int) {
 		return nil, 0
 	}
 	delete(vh.queues, q.name)
+	var metaKeys [][]byte
 	for k := range q.bindings {
+		metaKeys = append(metaKeys, bindingMetaKey(vh.name, k.source.name, q, k.key, k.args))
 		k.source.mu.Lock()
 		k.source.bindings.RemoveDest(q)
 		k.source.mu.Unlock()
@@ -457,6 +519,10 @@ func (vh *Vhost) removeQueueLocked(q *Queue) ([]*consumer, int) {
 	q.bindings = nil
 	if q.owner != nil {
 		q.owner.removeExclusive(q)
+	}
+	if isDurable(q) && vh.meta != nil {
+		vh.metaDelete(bucketQueues, metaKey(vh.name, q.name))
+		vh.metaDelete(bucketBindings, metaKeys...)
 	}
 	return q.markDeleted()
 }

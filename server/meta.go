@@ -1,0 +1,207 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// ErrMetaUnreadable means data/meta.db could not be opened or read; the broker
+// refuses to start rather than run with half its definitions.
+var ErrMetaUnreadable = errors.New("server: metadata store unreadable")
+
+// Buckets of meta.db. Keys join their parts with NUL, which AMQP names may
+// not contain in practice and which sorts before every printable byte.
+var (
+	bucketVhosts      = []byte("vhosts")
+	bucketUsers       = []byte("users")
+	bucketPermissions = []byte("permissions")
+	bucketExchanges   = []byte("exchanges")
+	bucketQueues      = []byte("queues")
+	bucketBindings    = []byte("bindings")
+	bucketPolicies    = []byte("policies")
+	allBuckets        = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketQueues, bucketBindings, bucketPolicies}
+)
+
+// metaStore keeps durable definitions — vhosts, users, permissions, durable
+// exchanges and queues, bindings between durable objects, policies — in bbolt.
+// Every change is its own fsynced transaction; definitions change rarely.
+type metaStore struct {
+	db *bolt.DB
+}
+
+type metaVhost struct {
+	Name string `json:"name"`
+}
+
+type metaUser struct {
+	Name         string   `json:"name"`
+	PasswordHash string   `json:"password_hash"`
+	Tags         []string `json:"tags"`
+	LoopbackOnly bool     `json:"loopback_only"`
+}
+
+type metaPermission struct {
+	User       string `json:"user"`
+	Vhost      string `json:"vhost"`
+	Permission `json:"permission"`
+}
+
+type metaExchange struct {
+	Vhost      string `json:"vhost"`
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	AutoDelete bool   `json:"auto_delete"`
+	Internal   bool   `json:"internal"`
+	Arguments  []byte `json:"arguments"` // an AMQP field table, so types survive exactly
+}
+
+type metaQueue struct {
+	Vhost      string `json:"vhost"`
+	Name       string `json:"name"`
+	AutoDelete bool   `json:"auto_delete"`
+	Arguments  []byte `json:"arguments"`
+}
+
+type metaBinding struct {
+	Vhost           string `json:"vhost"`
+	Source          string `json:"source"`
+	Destination     string `json:"destination"`
+	DestinationType string `json:"destination_type"` // "queue" or "exchange"
+	RoutingKey      string `json:"routing_key"`
+	Arguments       []byte `json:"arguments"`
+}
+
+func openMeta(dir string) (*metaStore, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMetaUnreadable, err)
+	}
+	path := filepath.Join(dir, "meta.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v (if the file is damaged, restore it from a backup or move it aside to start with empty definitions)", ErrMetaUnreadable, path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrMetaUnreadable, path, err)
+	}
+	return &metaStore{db: db}, nil
+}
+
+func (m *metaStore) close() error { return m.db.Close() }
+
+func metaKey(parts ...string) []byte {
+	var b bytes.Buffer
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte(0)
+		}
+		b.WriteString(p)
+	}
+	return b.Bytes()
+}
+
+func (m *metaStore) put(bucket []byte, key []byte, v any) error {
+	val, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return m.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(key, val) })
+}
+
+func (m *metaStore) delete(bucket []byte, keys ...[]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	return m.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// deletePrefix removes every key of bucket starting with prefix.
+func (m *metaStore) deletePrefix(bucket, prefix []byte) error {
+	return m.db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// each decodes every value of bucket into a fresh T and calls fn.
+func metaEach[T any](m *metaStore, bucket []byte, fn func(T) error) error {
+	return m.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			var t T
+			if err := json.Unmarshal(v, &t); err != nil {
+				return fmt.Errorf("%s %q: %w", bucket, k, err)
+			}
+			return fn(t)
+		})
+	})
+}
+
+func tableBytes(t amqp.Table) []byte {
+	if len(t) == 0 {
+		return nil
+	}
+	return amqp.AppendTable(nil, t)
+}
+
+func bytesTable(b []byte) (amqp.Table, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	return amqp.DecodeTable(b)
+}
+
+// bindingMetaKey identifies a binding in meta.db; canon is canonicalArgs of
+// its arguments.
+func bindingMetaKey(vhost, source string, dest destination, key, canon string) []byte {
+	kind := "queue"
+	if _, ok := dest.(*Exchange); ok {
+		kind = "exchange"
+	}
+	return metaKey(vhost, source, kind, dest.destName(), key, canon)
+}
+
+// isDurable reports whether a binding endpoint survives restart.
+func isDurable(d destination) bool {
+	switch d := d.(type) {
+	case *Queue:
+		return d.durable && !d.exclusive
+	case *Exchange:
+		return d.durable
+	}
+	return false
+}
+
+// metaFailure is the exception a client gets when a definition cannot be saved.
+func metaFailure(method uint32, err error) *amqp.Error {
+	return amqp.NewError(amqp.InternalError, method, "could not store the definition durably: %v", err)
+}
