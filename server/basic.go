@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/msgstore"
 )
 
 // startPublish validates basic.publish; the message completes with its content.
@@ -98,7 +99,7 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	if ex.isDuplicate(m) {
 		// A duplicate is confirmed but not enqueued.
 		if ch.confirm {
-			ch.confirmed(seq)
+			ch.settleConfirm(seq, confirmAck)
 		}
 		return
 	}
@@ -107,29 +108,82 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 		routed = true
 	}
 	queues := ch.router.route(ex, m)
-	rejected := false
-	for _, q := range queues {
-		switch q.enqueue(m, m.ttl) {
-		case enqueued, enqueueDuplicate:
-			routed = true
-		case enqueueRejected:
-			routed = true
-			rejected = true
-		}
-	}
+	res := enqueueAll(ch.conn.vhost, m, queues, m.ttl)
 	clear(ch.router.queues)
+	if res.routed {
+		routed = true
+	}
 	if routed {
 		ex.stats.publishOut.inc()
 	} else if mandatory {
 		ch.sendReturn(m, amqp.NoRoute, "NO_ROUTE")
 	}
 	if ch.confirm {
-		if rejected {
-			ch.nacked(seq)
-		} else {
-			ch.confirmed(seq)
+		switch {
+		case res.rejected:
+			ch.settleConfirm(seq, confirmNack)
+		case res.stored:
+			ch.confirms.add(seq, confirmWaiting)
+			ch.conn.vhost.storage.await(ch, seq)
+		default:
+			ch.settleConfirm(seq, confirmAck)
 		}
 	}
+}
+
+// routeResult sums up what the queues did with a message.
+type routeResult struct {
+	routed, rejected, stored bool
+}
+
+// enqueueAll hands m to queues. A message that is persistent, or bound for a
+// durable queue that pages to disk, is written to the vhost's message store
+// once, with one reference per durable queue taking it.
+func enqueueAll(vh *Vhost, m *Message, queues []*Queue, ttl int64) routeResult {
+	var res routeResult
+	// Decide once per queue whether it takes a stored copy, so the reference
+	// count given to the store matches the queues that hold one.
+	var small [8]bool
+	store := small[:0]
+	if len(queues) > len(small) {
+		store = make([]bool, 0, len(queues))
+	}
+	refs := 0
+	persistent := m.Persistent()
+	for _, q := range queues {
+		s := vh.storage != nil && q.index != nil && (persistent || q.paging.Load())
+		store = append(store, s)
+		if s {
+			refs++
+		}
+	}
+	var loc msgstore.Loc
+	if refs > 0 {
+		var err error
+		loc, err = vh.storage.put(m, refs)
+		if err != nil {
+			vh.log.Error("storing a message failed; it is refused", "err", err)
+			res.rejected = true
+			refs = 0
+			// Without the store the message still reaches transient queues.
+		}
+	}
+	for i, q := range queues {
+		stored := refs > 0 && store[i]
+		if res.rejected && store[i] {
+			continue // the durable copy failed: do not take it in memory only
+		}
+		switch q.enqueue(m, ttl, stored, loc) {
+		case enqueued:
+			res.routed = true
+			res.stored = res.stored || stored
+		case enqueueDuplicate:
+			res.routed = true
+		case enqueueRejected:
+			res.routed, res.rejected = true, true
+		}
+	}
+	return res
 }
 
 func (ch *channel) sendReturn(m *Message, code uint16, text string) {
@@ -147,46 +201,22 @@ func (ch *channel) sendReturn(m *Message, code uint16, text string) {
 	o.signal()
 }
 
-// confirmed records that publish seq is safely taken. Confirms are sent at the
-// end of the read batch, coalesced with multiple=true.
-func (ch *channel) confirmed(seq uint64) {
-	if seq > ch.ackUpTo {
-		ch.ackUpTo = seq
-	}
+// settleConfirm records the outcome of publish seq, settled at once; the
+// confirm goes out at the end of the read batch, coalesced.
+func (ch *channel) settleConfirm(seq uint64, state uint8) {
+	ch.confirms.add(seq, state)
 	if !ch.dirty {
 		ch.dirty = true
 		ch.conn.dirty = append(ch.conn.dirty, ch)
 	}
 }
 
-// nacked sends basic.nack for publish seq at once, after an ack covering
-// every earlier confirmed publish, so confirms stay in order.
-func (ch *channel) nacked(seq uint64) {
-	ch.ackUpTo = seq - 1
-	ch.flushConfirms()
-	nack := amqp.BasicNack{DeliveryTag: seq}
-	ch.ackUpTo, ch.ackSent = seq, seq
-	ch.conn.out.sendMethod(ch.id, &nack)
-}
-
-// flushConfirms sends one basic.ack covering every confirm not yet sent.
+// flushConfirms sends the confirms that are ready, in order.
 func (ch *channel) flushConfirms() {
 	ch.dirty = false
-	if ch.ackUpTo <= ch.ackSent || ch.closing {
-		return
+	if ch.confirm {
+		ch.confirms.flush(ch.conn.out, ch.id)
 	}
-	ack := amqp.BasicAck{DeliveryTag: ch.ackUpTo, Multiple: ch.ackUpTo-ch.ackSent > 1}
-	ch.ackSent = ch.ackUpTo
-	o := ch.conn.out
-	o.mu.Lock()
-	if !o.closed {
-		var start int
-		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
-		o.buf = ack.AppendTo(o.buf)
-		o.buf = amqp.EndFrame(o.buf, start)
-	}
-	o.mu.Unlock()
-	o.signal()
 }
 
 func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) *amqp.Error {
@@ -379,8 +409,11 @@ func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
 	if qm.redelivered {
 		q.stats.redelivered.inc()
 	}
-	if !m.NoAck {
+	if m.NoAck {
+		q.forgetLocked(&qm)
+	} else {
 		q.unacked++
+		q.markDeliveredLocked(&qm)
 	}
 	props := q.deliveryProps(qm)
 	o := ch.conn.out

@@ -31,10 +31,9 @@ type channel struct {
 	}
 
 	confirm    bool
-	publishSeq uint64 // sequence number of the last publish in confirm mode
-	ackUpTo    uint64 // every publish up to this one is confirmed
-	ackSent    uint64 // confirms sent so far cover up to this one
-	dirty      bool   // registered in conn.dirty
+	publishSeq uint64         // sequence number of the last publish in confirm mode
+	confirms   confirmTracker // confirms not yet sent, in publish order
+	dirty      bool           // registered in conn.dirty
 
 	tx *txState
 
@@ -121,6 +120,7 @@ func (ch *channel) softClose(e *amqp.Error) {
 // It runs on the reader goroutine when the channel or connection closes.
 func (ch *channel) shutdown() {
 	ch.flushConfirms()
+	ch.confirms.close()
 	ch.conn.srv.unregisterReply(ch)
 	ch.cmu.Lock()
 	cs := make([]*consumer, 0, len(ch.consumers))

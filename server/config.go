@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/warrenmq/warren/msgstore"
 )
 
 // User is a user account from the configuration.
@@ -98,6 +100,22 @@ type Config struct {
 	// past their consumer timeout. Default 5 s.
 	ConsumerTimeoutCheck time.Duration
 
+	// Flush is the flush policy of the message store and queue indexes:
+	// FlushFsync (default: a confirm means the message is on stable storage),
+	// FlushInterval and FlushMessages (a confirm means written to the OS, which
+	// survives a broker crash; fsync on a timer or count), FlushOS (never fsync
+	// on the hot path).
+	Flush msgstore.FlushPolicy
+	// FlushInterval and FlushMessages tune the interval and messages policies.
+	FlushInterval time.Duration
+	FlushMessages int
+	// SegmentSize is the message store's segment file size. Default 64 MiB.
+	SegmentSize int64
+	// QueueHeadMessages and QueueHeadBytes bound the ready messages a durable
+	// queue keeps in memory; the rest stay on disk only. Default 2048 and 8 MiB.
+	QueueHeadMessages int
+	QueueHeadBytes    int
+
 	// WriteBufferLimit is the most bytes queued for one connection's socket before
 	// queues stop delivering to its consumers until the writer catches up.
 	// Default 4 MiB.
@@ -129,6 +147,12 @@ func DefaultConfig() Config {
 		WriteBufferLimit:     4 << 20,
 		ConsumerTimeout:      30 * time.Minute,
 		ConsumerTimeoutCheck: 5 * time.Second,
+		Flush:                msgstore.FlushFsync,
+		FlushInterval:        200 * time.Millisecond,
+		FlushMessages:        1000,
+		SegmentSize:          64 << 20,
+		QueueHeadMessages:    2048,
+		QueueHeadBytes:       8 << 20,
 		Logger:               slog.Default(),
 		ProductVersion:       "dev",
 	}
@@ -156,6 +180,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMessageSize == 0 || c.MaxMessageSize > 512<<20 {
 		errs = append(errs, fmt.Errorf("MaxMessageSize %d out of range 1..512 MiB", c.MaxMessageSize))
+	}
+	if c.QueueHeadMessages < 1 || c.QueueHeadBytes < 1 {
+		errs = append(errs, errors.New("QueueHeadMessages and QueueHeadBytes must be positive"))
+	}
+	if c.SegmentSize < 1<<20 {
+		errs = append(errs, fmt.Errorf("SegmentSize %d below 1 MiB", c.SegmentSize))
+	}
+	if c.FlushInterval <= 0 || c.FlushMessages <= 0 {
+		errs = append(errs, errors.New("FlushInterval and FlushMessages must be positive"))
 	}
 	if c.ConsumerTimeout < 0 {
 		errs = append(errs, errors.New("ConsumerTimeout is negative"))

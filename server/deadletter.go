@@ -46,12 +46,14 @@ func (q *Queue) publishDeadLetters(dead []deadLetter) {
 	for _, d := range dead {
 		m := q.deadLetterMessage(d)
 		targets := r.route(ex, m)
+		kept := targets[:0]
 		for _, t := range targets {
 			if d.reason != reasonRejected && isDeadLetterCycle(m, t.name) {
 				continue
 			}
-			t.enqueue(m, -1)
+			kept = append(kept, t)
 		}
+		enqueueAll(q.vhost, m, kept, -1)
 		q.stats.deadLetterd.inc()
 	}
 }

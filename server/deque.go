@@ -1,5 +1,7 @@
 package server
 
+import "github.com/warrenmq/warren/msgstore"
+
 // queued is a message's place in one queue.
 type queued struct {
 	msg *Message
@@ -13,6 +15,10 @@ type queued struct {
 	// x-delivery-limit and the x-delivery-count header.
 	deliveries uint32
 	priority   uint8
+	// idx is the queue index sequence id + 1 of a stored message, 0 if the
+	// message is only in memory; loc is its place in the message store.
+	idx uint64
+	loc msgstore.Loc
 }
 
 // readyList is one priority level of a queue's ready messages, ordered by seq.

@@ -13,7 +13,11 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	}
 	fail := func(err error) (bool, error) { return false, fmt.Errorf("%w: %v", ErrMetaUnreadable, err) }
 	err = metaEach(s.meta, bucketVhosts, func(v metaVhost) error {
-		s.vhosts[v.Name] = newVhost(v.Name, s.meta, s.log.With("vhost", v.Name))
+		vh := newVhost(v.Name, s.meta, s.log.With("vhost", v.Name))
+		if err := s.openVhostStorage(vh); err != nil {
+			return err
+		}
+		s.vhosts[v.Name] = vh
 		return nil
 	})
 	if err != nil {
@@ -84,7 +88,11 @@ func (s *Server) loadQueue(mq metaQueue) error {
 	if aerr != nil {
 		return aerr
 	}
-	vh.queues[mq.Name] = newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
+	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
+	if err := q.openStorage(); err != nil {
+		return fmt.Errorf("queue %q: %w", mq.Name, err)
+	}
+	vh.queues[mq.Name] = q
 	return nil
 }
 

@@ -66,6 +66,19 @@ func (o *outbox) sendMethod(channel uint16, m amqp.Method) {
 	o.signal()
 }
 
+// appendMethodLocked appends a method frame; the caller holds o.mu and
+// signals the writer afterwards. Generic so hot callers pass concrete
+// structs that stay on the stack.
+func appendMethodLocked[M interface{ AppendTo([]byte) []byte }](o *outbox, channel uint16, m M) {
+	if o.closed {
+		return
+	}
+	var start int
+	o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, channel)
+	o.buf = m.AppendTo(o.buf)
+	o.buf = amqp.EndFrame(o.buf, start)
+}
+
 // take swaps out the pending bytes and queues to wake. spare is an empty buffer
 // the writer has finished with, reused to avoid allocation.
 func (o *outbox) take(spare []byte) (out []byte, waiting []*Queue) {

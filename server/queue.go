@@ -2,9 +2,12 @@ package server
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/msgstore"
+	"github.com/warrenmq/warren/queueindex"
 )
 
 // Queue is a message queue. Its state is guarded by mu; deliveries are written
@@ -41,6 +44,18 @@ type Queue struct {
 	ttlAt             int64 // unix ms the TTL timer fires at; 0 = not armed
 	expiryTimer       *time.Timer
 	lastUsed          time.Time
+
+	// Disk state of a durable queue (see queue_disk.go); index is nil for a
+	// transient queue or a broker without a data directory.
+	index         *queueindex.Index
+	paged         int    // ready messages only on disk, all newer than the head
+	pagedBytes    int    // their stored size
+	pageFrom      uint64 // index sequence id to read back from
+	recoveredNext uint64 // index ids below this predate the last start
+	diskGone      bool   // the index was closed or deleted
+	// paging mirrors paged > 0 for publishers deciding, without the lock,
+	// whether a transient message must be stored to keep the queue's order.
+	paging atomic.Bool
 	// bindings are the exchanges binding this queue, for removal on delete.
 	// Guarded by vhost.mu, not mu.
 	bindings map[bindingKey]struct{}
@@ -111,42 +126,71 @@ const (
 func nowMillis() int64 { return time.Now().UnixMilli() }
 
 // enqueue appends m, applies the length limit and delivers what consumers can
-// take. ttl is the message's own expiration in ms, or -1.
-func (q *Queue) enqueue(m *Message, ttl int64) enqueueResult {
+// take. ttl is the message's own expiration in ms, or -1. When stored is
+// set, m is in the vhost's message store at loc with one reference held for
+// this queue, which the queue records in its index (or releases).
+func (q *Queue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.Loc) enqueueResult {
 	now := nowMillis()
 	q.mu.Lock()
+	res := q.enqueueLocked(m, ttl, stored, loc, now)
+	dead := q.takeDeadLocked()
+	q.mu.Unlock()
+	q.publishDeadLetters(dead)
+	return res
+}
+
+// enqueueLocked does enqueue's work; whenever it does not keep a stored
+// message it releases the reference it was given.
+func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.Loc, now int64) enqueueResult {
+	refuse := func(r enqueueResult) enqueueResult {
+		if stored {
+			q.vhost.storage.release(loc)
+		}
+		return r
+	}
 	if q.deleted {
-		q.mu.Unlock()
-		return enqueueGone
+		return refuse(enqueueGone)
 	}
 	if q.qa.overflow != overflowDropHead && q.atLimitLocked(m.size()) {
 		if q.qa.overflow == overflowRejectPublishDLX {
 			q.dead = append(q.dead, deadLetter{m: queued{msg: m}, reason: reasonMaxLen})
 		}
-		dead := q.takeDeadLocked()
-		q.mu.Unlock()
-		q.publishDeadLetters(dead)
-		return enqueueRejected
+		return refuse(enqueueRejected)
 	}
 	if q.dedup != nil && q.dedup.seenBefore(m, time.Now()) {
-		q.mu.Unlock()
-		return enqueueDuplicate
+		return refuse(enqueueDuplicate)
 	}
 	q.nextSeq++
 	qm := queued{msg: m, seq: q.nextSeq, priority: q.priorityOf(m)}
 	if exp := q.expiryFor(ttl, now); exp > 0 {
 		qm.expiresAt = exp
 	}
-	q.ready.push(qm)
+	if !stored && q.paged > 0 {
+		// The queue pages to disk: a message that was not stored must be now,
+		// or it would overtake the older messages waiting on disk.
+		l, err := q.vhost.storage.put(m, 1)
+		if err != nil {
+			q.vhost.log.Error("storing a message for a paging queue failed", "queue", q.name, "err", err)
+			return enqueueRejected
+		}
+		stored, loc = true, l
+	}
+	if stored {
+		if !q.storedEnqueueLocked(qm, loc, m.Persistent()) {
+			return enqueueRejected
+		}
+	} else {
+		q.ready.push(qm)
+	}
 	q.stats.published.inc()
 	q.dispatchLocked(now)
 	q.enforceLimitLocked()
 	q.expireLocked(now)
-	dead := q.takeDeadLocked()
-	q.mu.Unlock()
-	q.publishDeadLetters(dead)
 	return enqueued
 }
+
+// length is the number of ready messages, in memory and on disk.
+func (q *Queue) lengthLocked() int { return q.ready.len() + q.paged }
 
 // priorityOf caps a message's priority at the queue's maximum.
 func (q *Queue) priorityOf(m *Message) uint8 {
@@ -174,16 +218,23 @@ func (q *Queue) expiryFor(ttl, now int64) int64 {
 // atLimitLocked reports whether one more message of size bytes would exceed
 // the queue's length limits.
 func (q *Queue) atLimitLocked(size int) bool {
-	return (q.qa.maxLength >= 0 && int64(q.ready.len()) >= q.qa.maxLength) ||
-		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes+size) > q.qa.maxLengthBytes)
+	return (q.qa.maxLength >= 0 && int64(q.lengthLocked()) >= q.qa.maxLength) ||
+		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes+q.pagedBytes+size) > q.qa.maxLengthBytes)
 }
 
 // enforceLimitLocked drops the oldest messages (dead-lettered as maxlen)
 // while the queue is over a length limit.
 func (q *Queue) enforceLimitLocked() {
-	for q.ready.len() > 0 && ((q.qa.maxLength >= 0 && int64(q.ready.len()) > q.qa.maxLength) ||
-		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes) > q.qa.maxLengthBytes)) {
+	for q.lengthLocked() > 0 && ((q.qa.maxLength >= 0 && int64(q.lengthLocked()) > q.qa.maxLength) ||
+		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes+q.pagedBytes) > q.qa.maxLengthBytes)) {
+		if q.ready.len() == 0 {
+			q.pageInLocked()
+			if q.ready.len() == 0 {
+				return
+			}
+		}
 		m := q.ready.popOldest()
+		q.forgetLocked(&m)
 		q.stats.dropped.inc()
 		q.dead = append(q.dead, deadLetter{m: m, reason: reasonMaxLen})
 	}
@@ -198,6 +249,7 @@ func (q *Queue) expireLocked(now int64) {
 			m := l.pop()
 			q.ready.count--
 			q.ready.bytes -= m.msg.size()
+			q.forgetLocked(&m)
 			q.stats.expired.inc()
 			q.dead = append(q.dead, deadLetter{m: m, reason: reasonExpired})
 		}
@@ -260,7 +312,7 @@ func (q *Queue) dispatch() {
 }
 
 func (q *Queue) dispatchLocked(now int64) {
-	for q.ready.len() > 0 && len(q.consumers) > 0 {
+	for q.lengthLocked() > 0 && len(q.consumers) > 0 {
 		c := q.nextConsumerLocked()
 		if c == nil {
 			return
@@ -270,9 +322,12 @@ func (q *Queue) dispatchLocked(now int64) {
 			c.ch.refundGlobalCredit(c)
 			return
 		}
-		if !c.noAck {
+		if c.noAck {
+			q.forgetLocked(&m)
+		} else {
 			c.unacked++
 			q.unacked++
+			q.markDeliveredLocked(&m)
 		}
 		q.stats.delivered.inc()
 		if m.redelivered {
@@ -284,11 +339,18 @@ func (q *Queue) dispatchLocked(now int64) {
 
 // takeLocked pops the next deliverable message, dead-lettering expired ones.
 func (q *Queue) takeLocked(now int64) (queued, bool) {
-	for q.ready.len() > 0 {
+	for q.lengthLocked() > 0 {
+		if q.paged > 0 && q.ready.len() < 64 {
+			q.pageInLocked()
+			if q.ready.len() == 0 {
+				return queued{}, false
+			}
+		}
 		m := q.ready.pop()
 		// Strictly before now: a message with TTL 0 may still go to a consumer
 		// in the instant it arrives (enqueue expires it right after if not).
 		if m.expiresAt != 0 && m.expiresAt < now {
+			q.forgetLocked(&m)
 			q.stats.expired.inc()
 			q.dead = append(q.dead, deadLetter{m: m, reason: reasonExpired})
 			continue
@@ -404,6 +466,7 @@ func (q *Queue) settle(ds []delivery, drop bool) {
 	q.mu.Lock()
 	for i := range ds {
 		q.releaseCreditLocked(&ds[i])
+		q.forgetLocked(&ds[i].m)
 		if drop && !q.deleted {
 			q.dead = append(q.dead, deadLetter{m: ds[i].m, reason: reasonRejected})
 		}
@@ -431,6 +494,7 @@ func (q *Queue) requeue(ds []delivery) {
 		m.redelivered = true
 		m.deliveries++
 		if q.qa.deliveryLimit >= 0 && int64(m.deliveries) > q.qa.deliveryLimit {
+			q.forgetLocked(&m)
 			q.dead = append(q.dead, deadLetter{m: m, reason: reasonDeliveryLimit})
 			continue
 		}
@@ -454,8 +518,11 @@ func (q *Queue) releaseCreditLocked(d *delivery) {
 func (q *Queue) purge() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := q.ready.len()
-	q.ready.drain()
+	n := q.lengthLocked()
+	for _, m := range q.ready.drain() {
+		q.forgetLocked(&m)
+	}
+	q.purgeDiskLocked()
 	return n
 }
 
@@ -463,7 +530,7 @@ func (q *Queue) purge() int {
 func (q *Queue) counts() (ready, consumers int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.ready.len(), len(q.consumers)
+	return q.lengthLocked(), len(q.consumers)
 }
 
 // touch records use of the queue for x-expires.
@@ -514,8 +581,10 @@ func (q *Queue) markDeleted() ([]*consumer, int) {
 	cs := q.consumers
 	q.consumers = nil
 	q.exclusiveConsumer = nil
-	n := q.ready.len()
+	n := q.lengthLocked()
 	q.ready.drain()
+	q.paged, q.pagedBytes = 0, 0
+	q.closeIndexLocked(true)
 	q.dead = nil
 	return cs, n
 }
@@ -530,6 +599,9 @@ type QueueInfo struct {
 	Published, Delivered, Acked    uint64
 	Redelivered, Got               uint64
 	Expired, Dropped, DeadLettered uint64
+	// InMemory and OnDisk split Ready between the in-memory head and the
+	// messages only on disk.
+	InMemory, OnDisk int
 }
 
 // Info returns a snapshot of the queue.
@@ -538,7 +610,8 @@ func (q *Queue) Info() QueueInfo {
 	info := QueueInfo{
 		Name: q.name, Vhost: q.vhost.name, Durable: q.durable, Exclusive: q.exclusive,
 		AutoDelete: q.autoDelete, Arguments: q.args,
-		Ready: q.ready.len(), Unacked: q.unacked, Consumers: len(q.consumers), ReadyBytes: q.ready.bytes,
+		Ready: q.lengthLocked(), Unacked: q.unacked, Consumers: len(q.consumers), ReadyBytes: q.ready.bytes + q.pagedBytes,
+		InMemory: q.ready.len(), OnDisk: q.paged,
 	}
 	q.mu.Unlock()
 	info.Published = q.stats.published.value()

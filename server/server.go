@@ -60,12 +60,16 @@ func New(cfg Config) (*Server, error) {
 		s.meta = meta
 		s.users.meta = meta
 	}
+	started := time.Now()
 	firstBoot, err := s.loadDefinitions()
-	if err != nil {
-		s.closeMeta()
-		return nil, err
+	if err == nil {
+		err = s.applyConfigDefinitions(firstBoot)
 	}
-	if err := s.applyConfigDefinitions(firstBoot); err != nil {
+	if err == nil {
+		err = s.recoverStorage(started)
+	}
+	if err != nil {
+		s.shutdownStorage()
 		s.closeMeta()
 		return nil, err
 	}
@@ -220,6 +224,7 @@ func (s *Server) Close() error {
 			c.forceClose(amqp.ConnectionForced, "broker forced connection closure with reason 'shutdown'")
 		}
 		s.wg.Wait()
+		s.shutdownStorage()
 		s.closeMeta()
 	})
 	return err
@@ -243,6 +248,20 @@ func (c *conn) forceClose(code uint16, text string) {
 	c.out.signal()
 }
 
+// openVhostStorage gives a vhost its message store when the server has a
+// data directory.
+func (s *Server) openVhostStorage(vh *Vhost) error {
+	if s.cfg.DataDir == "" {
+		return nil
+	}
+	st, err := openVhostStorage(s.cfg.DataDir, vh.name, &s.cfg, vh.log)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	vh.storage = st
+	return nil
+}
+
 // clock returns the time in unix milliseconds.
 func (s *Server) clock() int64 { return nowMillis() }
 
@@ -261,6 +280,9 @@ func (s *Server) addVhost(name string) (*Vhost, error) {
 		}
 	}
 	vh := newVhost(name, s.meta, s.log.With("vhost", name))
+	if err := s.openVhostStorage(vh); err != nil {
+		return nil, err
+	}
 	s.vhosts[name] = vh
 	return vh, nil
 }

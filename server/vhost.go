@@ -32,8 +32,10 @@ var (
 // Vhost is a virtual host: a namespace of exchanges, queues and bindings.
 type Vhost struct {
 	name string
-	// meta persists durable definitions; nil when the server has no data directory.
-	meta *metaStore
+	// meta persists durable definitions and storage persistent messages; both
+	// are nil when the server has no data directory.
+	meta    *metaStore
+	storage *vhostStorage
 	log  *slog.Logger
 
 	mu        sync.RWMutex
@@ -455,6 +457,9 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 		owner = c
 	}
 	q = newQueue(vh, name, m.Durable, m.Exclusive, m.AutoDelete, m.Arguments, qa, owner)
+	if err := q.openStorage(); err != nil {
+		return nil, amqp.NewError(amqp.InternalError, methodQueueDeclare, "could not create the queue's index: %v", err)
+	}
 	if isDurable(q) && vh.meta != nil {
 		err := vh.meta.put(bucketQueues, metaKey(vh.name, name), metaQueue{
 			Vhost: vh.name, Name: name, AutoDelete: q.autoDelete, Arguments: tableBytes(q.args),

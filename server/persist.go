@@ -1,0 +1,297 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/warren/msgstore"
+	"github.com/warrenmq/warren/queueindex"
+)
+
+// vhostStorage is one vhost's message persistence: the shared message store
+// and the group committer that makes publishes durable before their confirms.
+//
+// Order of durability in each commit round: the store's data is synced, then
+// every queue index with changes is flushed (synced under the fsync policy),
+// then the confirms waiting on the round are released. So data is durable
+// before the index entries that point at it, and those before the confirm.
+type vhostStorage struct {
+	vhost string
+	dir   string
+	cfg   *Config
+	log   *slog.Logger
+	store *msgstore.Store
+
+	mu      sync.Mutex
+	dirty   map[*Queue]struct{}
+	waiters []confirmWaiter
+	synced  map[*Queue]struct{} // flushed since the last timed sync (interval/messages policies)
+
+	kick chan struct{}
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// confirmWaiter is a publish whose confirm waits for the next commit round.
+type confirmWaiter struct {
+	ch  *channel
+	seq uint64
+}
+
+// dirName turns an AMQP name into a directory name a person can read:
+// percent-encoded, with a hash-free fallback for names too long for a file.
+func dirName(name string) string {
+	esc := url.PathEscape(name)
+	if name == "" {
+		esc = "%00"
+	}
+	if len(esc) > 200 {
+		esc = esc[:200]
+	}
+	return esc
+}
+
+func openVhostStorage(dataDir, vhost string, cfg *Config, log *slog.Logger) (*vhostStorage, error) {
+	dir := filepath.Join(dataDir, "vhosts", dirName(vhost))
+	scfg := msgstore.DefaultConfig(filepath.Join(dir, "msgstore"))
+	scfg.Flush = cfg.Flush
+	scfg.FlushInterval = cfg.FlushInterval
+	scfg.FlushMessages = cfg.FlushMessages
+	if cfg.SegmentSize > 0 {
+		scfg.SegmentSize = cfg.SegmentSize
+	}
+	scfg.Logger = log
+	store, err := msgstore.Open(scfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening message store of vhost %q: %w", vhost, err)
+	}
+	v := &vhostStorage{
+		vhost: vhost, dir: dir, cfg: cfg, log: log, store: store,
+		dirty: make(map[*Queue]struct{}), synced: make(map[*Queue]struct{}),
+		kick: make(chan struct{}, 1), quit: make(chan struct{}),
+	}
+	v.wg.Add(1)
+	go v.commitLoop()
+	return v, nil
+}
+
+// queueDir is where a durable queue's index lives.
+func (v *vhostStorage) queueDir(queue string) string {
+	return filepath.Join(v.dir, "queues", dirName(queue))
+}
+
+// openIndex opens the index of a durable queue.
+func (v *vhostStorage) openIndex(queue string) (*queueindex.Index, queueindex.Recovered, error) {
+	cfg := queueindex.DefaultConfig()
+	cfg.Dir = v.queueDir(queue)
+	cfg.Sync = v.cfg.Flush == msgstore.FlushFsync
+	cfg.Logger = v.log
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, queueindex.Recovered{}, err
+	}
+	return queueindex.Open(cfg)
+}
+
+func (v *vhostStorage) markDirty(q *Queue) {
+	v.mu.Lock()
+	v.dirty[q] = struct{}{}
+	v.mu.Unlock()
+	v.signal()
+}
+
+// await settles publish seq of ch after the next commit round.
+func (v *vhostStorage) await(ch *channel, seq uint64) {
+	v.mu.Lock()
+	v.waiters = append(v.waiters, confirmWaiter{ch: ch, seq: seq})
+	v.mu.Unlock()
+	v.signal()
+}
+
+func (v *vhostStorage) signal() {
+	select {
+	case v.kick <- struct{}{}:
+	default:
+	}
+}
+
+// commitLoop runs commit rounds while there is work: group commit, so many
+// publishers share each fsync. Under the interval and messages policies it
+// also syncs the indexes on a timer.
+func (v *vhostStorage) commitLoop() {
+	defer v.wg.Done()
+	var tick <-chan time.Time
+	if v.cfg.Flush == msgstore.FlushInterval || v.cfg.Flush == msgstore.FlushMessages {
+		t := time.NewTicker(v.cfg.FlushInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-v.kick:
+			v.round()
+		case <-tick:
+			v.syncIndexes()
+		case <-v.quit:
+			v.round()
+			return
+		}
+	}
+}
+
+func (v *vhostStorage) round() {
+	v.mu.Lock()
+	dirty, waiters := v.dirty, v.waiters
+	v.dirty = make(map[*Queue]struct{}, len(dirty))
+	v.waiters = nil
+	v.mu.Unlock()
+	if len(dirty) == 0 && len(waiters) == 0 {
+		return
+	}
+	var err error
+	if v.cfg.Flush == msgstore.FlushFsync {
+		err = v.store.Sync()
+	}
+	for q := range dirty {
+		if ferr := q.flushIndex(); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}
+	if err != nil {
+		v.log.Error("commit round failed: confirms are nacked", "err", err)
+	}
+	if v.cfg.Flush != msgstore.FlushFsync {
+		v.mu.Lock()
+		for q := range dirty {
+			v.synced[q] = struct{}{}
+		}
+		v.mu.Unlock()
+	}
+	touched := make(map[*channel]struct{})
+	for _, w := range waiters {
+		if w.ch.confirms.settle(w.seq, err == nil) {
+			touched[w.ch] = struct{}{}
+		}
+	}
+	for ch := range touched {
+		ch.confirms.flush(ch.conn.out, ch.id)
+	}
+}
+
+// syncIndexes fsyncs the store and the indexes written since the last timed
+// sync (interval and messages policies).
+func (v *vhostStorage) syncIndexes() {
+	v.mu.Lock()
+	qs := v.synced
+	v.synced = make(map[*Queue]struct{})
+	v.mu.Unlock()
+	for q := range qs {
+		if q.index == nil {
+			continue
+		}
+		if err := q.index.Sync(); err != nil && !errors.Is(err, queueindex.ErrClosed) {
+			v.log.Error("syncing queue index", "queue", q.name, "err", err)
+		}
+	}
+}
+
+// stop runs a last commit round and stops the committer.
+func (v *vhostStorage) stop() {
+	close(v.quit)
+	v.wg.Wait()
+}
+
+// release drops one queue's reference to a stored message.
+func (v *vhostStorage) release(loc msgstore.Loc) {
+	if err := v.store.Release(loc); err != nil {
+		v.log.Error("releasing a message in the store", "offset", loc.Offset, "err", err)
+	}
+}
+
+// put stores a message once for refs durable queues.
+func (v *vhostStorage) put(m *Message, refs int) (msgstore.Loc, error) {
+	var flags uint8
+	if m.Persistent() {
+		flags = 1
+	}
+	return v.store.Put(msgstore.Record{
+		Flags: flags, Exchange: []byte(m.Exchange), RoutingKey: []byte(m.RoutingKey),
+		Properties: m.RawProps, Body: m.Body,
+	}, refs)
+}
+
+// rebuildRefs feeds the store every location the vhost's queue indexes still
+// hold, after a crash left the store without its reference counts.
+func (v *vhostStorage) rebuildRefs(queues []*Queue) error {
+	if !v.store.NeedsRefRebuild() {
+		return nil
+	}
+	var iterErr error
+	info, err := v.store.RebuildRefs(func(yield func(msgstore.Loc) bool) {
+		for _, q := range queues {
+			if q.index == nil {
+				continue
+			}
+			err := q.index.ForEach(func(_ uint64, e queueindex.Entry) bool {
+				return yield(msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size})
+			})
+			if err != nil {
+				iterErr = errors.Join(iterErr, fmt.Errorf("queue %q: %w", q.name, err))
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	v.log.Info("message store reference counts rebuilt from queue indexes", "refs", info.Refs,
+		"records", info.Records, "missing", info.Missing, "duration", info.Duration)
+	return iterErr
+}
+
+// shutdownStorage stops every vhost's committer, closes the queue indexes
+// (writing their checkpoints) and then the stores (writing theirs), so the
+// next start reads no message bodies and scans no segments.
+func (s *Server) shutdownStorage() {
+	for _, vh := range s.Vhosts() {
+		if vh.storage == nil {
+			continue
+		}
+		vh.storage.stop()
+		for _, q := range vh.Queues() {
+			q.mu.Lock()
+			q.closeIndexLocked(false)
+			q.mu.Unlock()
+		}
+		if err := vh.storage.store.Close(); err != nil {
+			vh.log.Error("closing the message store", "err", err)
+		}
+	}
+}
+
+// recoverStorage finishes start-up recovery of every vhost's messages and
+// logs one line per vhost.
+func (s *Server) recoverStorage(started time.Time) error {
+	for _, vh := range s.Vhosts() {
+		if vh.storage == nil {
+			continue
+		}
+		queues := vh.Queues()
+		if err := vh.storage.rebuildRefs(queues); err != nil {
+			return fmt.Errorf("vhost %q: %w", vh.name, err)
+		}
+		var msgs, bytes int
+		for _, q := range queues {
+			msgs += q.paged
+			bytes += q.pagedBytes
+		}
+		rec := vh.storage.store.Recovery()
+		vh.log.Info("vhost recovered", "queues", len(queues), "messages", msgs, "bytes", bytes,
+			"seconds", time.Since(started).Seconds(), "store", rec)
+	}
+	return nil
+}

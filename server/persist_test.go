@@ -1,0 +1,149 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// publishConfirmed publishes n messages and waits for every confirm.
+func publishConfirmed(t *testing.T, ch *amqp091.Channel, queue string, n int, persistent bool, prefix string) {
+	t.Helper()
+	must(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, n))
+	mode := amqp091.Transient
+	if persistent {
+		mode = amqp091.Persistent
+	}
+	for i := range n {
+		must(t, ch.Publish("", queue, false, false, amqp091.Publishing{DeliveryMode: mode, Body: []byte(fmt.Sprintf("%s%d", prefix, i))}))
+	}
+	for range n {
+		if c := nextConfirm(t, confirms); !c.Ack {
+			t.Fatalf("publish nacked: %+v", c)
+		}
+	}
+}
+
+func TestPersistentMessagesSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir))
+	conn, ch := ts.channel(t)
+	_, err := ch.QueueDeclare("durable", true, false, false, false, nil)
+	must(t, err)
+	mustDeclare(t, ch, "transient-q", nil)
+	publishConfirmed(t, ch, "durable", 100, true, "p")
+	publishConfirmed(t, ch, "durable", 5, false, "t") // transient: gone after restart
+	publishConfirmed(t, ch, "transient-q", 5, true, "x")
+	_, c2 := ts.channel(t)
+	must(t, c2.Qos(50, 0, false))
+	d, err := c2.Consume("durable", "", false, false, false, false, nil)
+	must(t, err)
+	var last amqp091.Delivery
+	for range 50 {
+		last = recv(t, d)
+	}
+	must(t, c2.Cancel(last.ConsumerTag, false)) // no deliveries beyond these 50
+	// Ack the first 30; 20 stay delivered and unacknowledged at shutdown.
+	must(t, c2.Ack(last.DeliveryTag-20, true))
+	roundTrip(t, c2)
+	conn.Close()
+	must(t, ts.Close())
+
+	ts2 := startServer(t, withDataDir(dir))
+	if ts2.Vhost("/").queue("transient-q") != nil {
+		t.Fatal("transient queue survived")
+	}
+	info := ts2.Vhost("/").queue("durable").Info()
+	if info.Ready != 70 {
+		t.Fatalf("after restart %d ready, want 70 (100 persistent - 30 acked)", info.Ready)
+	}
+	_, ch2 := ts2.channel(t)
+	for i := 30; i < 100; i++ {
+		m := getOne(t, ch2, "durable")
+		want := fmt.Sprintf("p%d", i)
+		if string(m.Body) != want {
+			t.Fatalf("message %d: got %q want %q", i, m.Body, want)
+		}
+		if m.Redelivered != (i < 50) {
+			t.Fatalf("message %q redelivered=%v", m.Body, m.Redelivered)
+		}
+		if m.DeliveryMode != amqp091.Persistent {
+			t.Fatalf("delivery mode %d", m.DeliveryMode)
+		}
+	}
+	if _, ok, err := ch2.Get("durable", true); err != nil || ok {
+		t.Fatalf("extra message after the persistent ones: ok=%v err=%v", ok, err)
+	}
+}
+
+func TestDurableQueuePagesToDisk(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir), func(c *Config) { c.QueueHeadMessages = 100 })
+	_, ch := ts.channel(t)
+	_, err := ch.QueueDeclare("big", true, false, false, false, nil)
+	must(t, err)
+	publishConfirmed(t, ch, "big", 1000, true, "m")
+	publishConfirmed(t, ch, "big", 10, false, "t") // transient, but the queue is paging: stored too
+	info := ts.Vhost("/").queue("big").Info()
+	if info.Ready != 1010 || info.InMemory > 100 || info.OnDisk < 900 {
+		t.Fatalf("paging: %+v", info)
+	}
+	_, c := ts.channel(t)
+	must(t, c.Qos(200, 0, false))
+	d, err := c.Consume("big", "", false, false, false, false, nil)
+	must(t, err)
+	for i := range 1010 {
+		m := recv(t, d)
+		want := fmt.Sprintf("m%d", i)
+		if i >= 1000 {
+			want = fmt.Sprintf("t%d", i-1000)
+		}
+		if string(m.Body) != want {
+			t.Fatalf("message %d: got %q want %q", i, m.Body, want)
+		}
+		must(t, m.Ack(false))
+	}
+	waitFor(t, 5*time.Second, "queue drained", func() bool {
+		i := ts.Vhost("/").queue("big").Info()
+		return i.Ready == 0 && i.Unacked == 0
+	})
+}
+
+func TestPurgeAndDeleteReleaseStoredMessages(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir), func(c *Config) { c.QueueHeadMessages = 10 })
+	_, ch := ts.channel(t)
+	for _, q := range []string{"a", "b"} {
+		_, err := ch.QueueDeclare(q, true, false, false, false, nil)
+		must(t, err)
+		must(t, ch.QueueBind(q, "k", "amq.fanout", false, nil))
+	}
+	must(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 50))
+	for i := range 50 {
+		must(t, ch.Publish("amq.fanout", "k", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte(fmt.Sprint(i))}))
+	}
+	for range 50 {
+		nextConfirm(t, confirms)
+	}
+	store := ts.Vhost("/").storage.store
+	if st := store.Stats(); st.LiveMessages != 50 {
+		t.Fatalf("fanout to two queues stored %d records, want 50 (one copy each)", st.LiveMessages)
+	}
+	n, err := ch.QueuePurge("a", false)
+	must(t, err)
+	if n != 50 {
+		t.Fatalf("purged %d", n)
+	}
+	if st := store.Stats(); st.LiveMessages != 50 {
+		t.Fatalf("after purging one queue %d live, want 50 (still held by b)", st.LiveMessages)
+	}
+	_, err = ch.QueueDelete("b", false, false, false)
+	must(t, err)
+	if st := store.Stats(); st.LiveMessages != 0 {
+		t.Fatalf("after delete %d live records", st.LiveMessages)
+	}
+}

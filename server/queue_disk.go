@@ -1,0 +1,228 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/warrenmq/warren/msgstore"
+	"github.com/warrenmq/warren/queueindex"
+)
+
+// A durable queue keeps every message that is in the message store in its
+// index as well. At most a bounded head of ready messages is in memory; the
+// rest (q.paged of them, all newer than anything in memory) exist only on
+// disk and are read back in batches as consumers drain the head.
+
+// headFullLocked reports whether the in-memory head has reached its bounds.
+func (q *Queue) headFullLocked() bool {
+	cfg := q.vhost.storage.cfg
+	return q.ready.len() >= cfg.QueueHeadMessages || q.ready.bytes >= cfg.QueueHeadBytes
+}
+
+// storedEnqueueLocked records a stored message in the index and keeps it in
+// memory or on disk only. It returns false if the index refused it (the
+// store reference is then released).
+func (q *Queue) storedEnqueueLocked(qm queued, loc msgstore.Loc, persistent bool) bool {
+	seq, err := q.index.Append(queueindex.Entry{
+		Offset: loc.Offset, Pos: loc.Pos, Size: loc.Size, Expiry: qm.expiresAt,
+		Priority: qm.priority, Persistent: persistent,
+	})
+	if err != nil {
+		q.vhost.log.Error("queue index append failed", "queue", q.name, "err", err)
+		q.vhost.storage.release(loc)
+		return false
+	}
+	qm.idx, qm.loc = seq+1, loc
+	q.vhost.storage.markDirty(q)
+	if q.paged > 0 || (q.qa.maxPriority == 0 && q.headFullLocked()) {
+		if q.paged == 0 {
+			q.pageFrom = seq // everything before it is in memory
+		}
+		q.paged++
+		q.pagedBytes += int(loc.Size)
+		q.paging.Store(true)
+		return true
+	}
+	q.ready.push(qm)
+	return true
+}
+
+// forgetLocked removes a message that left the queue for good (acked,
+// dropped, expired, dead-lettered, purged) from the index and the store.
+func (q *Queue) forgetLocked(m *queued) {
+	if m.idx == 0 || q.index == nil || q.diskGone {
+		return
+	}
+	if err := q.index.Ack(m.idx - 1); err != nil && !errors.Is(err, queueindex.ErrClosed) {
+		q.vhost.log.Error("queue index ack failed", "queue", q.name, "err", err)
+	}
+	q.vhost.storage.release(m.loc)
+	q.vhost.storage.markDirty(q)
+	m.idx = 0
+}
+
+// markDeliveredLocked persists the delivered flag so redelivered is right
+// after a restart.
+func (q *Queue) markDeliveredLocked(m *queued) {
+	if m.idx == 0 || q.index == nil || q.diskGone {
+		return
+	}
+	if err := q.index.MarkDelivered(m.idx - 1); err != nil && !errors.Is(err, queueindex.ErrClosed) {
+		q.vhost.log.Error("queue index mark-delivered failed", "queue", q.name, "err", err)
+	}
+	q.vhost.storage.markDirty(q)
+}
+
+// pageInLocked reads disk-only messages back into the head.
+func (q *Queue) pageInLocked() {
+	if q.paged == 0 || q.index == nil || q.diskGone {
+		return
+	}
+	want := max(q.vhost.storage.cfg.QueueHeadMessages-q.ready.len(), 64)
+	store := q.vhost.storage
+	got := 0
+	next, err := q.index.ReadRange(q.pageFrom, want, func(seq uint64, e queueindex.Entry) bool {
+		got++
+		q.paged--
+		q.pagedBytes -= int(e.Size)
+		loc := msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size}
+		if !e.Persistent && seq < q.recoveredNext {
+			// A transient message paged to disk before the restart: gone, as in RabbitMQ.
+			q.dropIndexEntry(seq, loc)
+			return true
+		}
+		rec, err := store.store.Get(loc)
+		if err != nil {
+			q.vhost.log.Error("message lost: its record is missing from the store", "queue", q.name, "offset", e.Offset, "err", err)
+			q.dropIndexEntry(seq, loc)
+			return true
+		}
+		m := messageFromRecord(rec)
+		q.nextSeq++
+		q.ready.push(queued{msg: m, seq: q.nextSeq, redelivered: e.Delivered, expiresAt: e.Expiry,
+			priority: min(e.Priority, q.qa.maxPriority), idx: seq + 1, loc: loc})
+		return true
+	})
+	q.pageFrom = next
+	if err != nil {
+		q.vhost.log.Error("reading the queue index failed", "queue", q.name, "err", err)
+	}
+	if got == 0 && q.paged > 0 {
+		// The index has no more live entries than we counted: trust the index.
+		q.vhost.log.Warn("queue index holds fewer messages than counted", "queue", q.name, "missing", q.paged)
+		q.paged, q.pagedBytes = 0, 0
+	}
+	if q.paged == 0 {
+		q.paging.Store(false)
+	}
+}
+
+func (q *Queue) dropIndexEntry(seq uint64, loc msgstore.Loc) {
+	if err := q.index.Ack(seq); err != nil {
+		q.vhost.log.Error("queue index ack failed", "queue", q.name, "err", err)
+	}
+	q.vhost.storage.release(loc)
+	q.vhost.storage.markDirty(q)
+}
+
+// messageFromRecord rebuilds a message read from the store. Its properties
+// are decoded here, before it is shared, like a published one.
+func messageFromRecord(rec msgstore.Record) *Message {
+	buf := make([]byte, 0, len(rec.Properties)+len(rec.Body))
+	buf = append(buf, rec.Properties...)
+	buf = append(buf, rec.Body...)
+	m := &Message{
+		Exchange: string(rec.Exchange), RoutingKey: string(rec.RoutingKey),
+		RawProps: buf[:len(rec.Properties):len(rec.Properties)], Body: buf[len(rec.Properties):], ttl: -1,
+	}
+	if p, err := m.Properties(); err == nil {
+		if cc, ok := p.Headers["CC"].([]any); ok {
+			m.ccKeys = appendKeys(m.ccKeys, cc)
+		}
+	}
+	return m
+}
+
+// flushIndex writes the index's pending changes (the committer calls it).
+func (q *Queue) flushIndex() error {
+	if q.index == nil {
+		return nil
+	}
+	err := q.index.Flush()
+	if errors.Is(err, queueindex.ErrClosed) {
+		return nil // the queue was deleted meanwhile
+	}
+	return err
+}
+
+// purgeDiskLocked settles every disk-only message.
+func (q *Queue) purgeDiskLocked() {
+	if q.index == nil || q.paged == 0 {
+		return
+	}
+	store := q.vhost.storage
+	for q.paged > 0 {
+		before := q.paged
+		next, err := q.index.ReadRange(q.pageFrom, 4096, func(seq uint64, e queueindex.Entry) bool {
+			q.paged--
+			q.dropIndexEntry(seq, msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size})
+			return true
+		})
+		q.pageFrom = next
+		if err != nil {
+			store.log.Error("purging the queue index failed", "queue", q.name, "err", err)
+			break
+		}
+		if q.paged == before {
+			break
+		}
+	}
+	q.paged, q.pagedBytes = 0, 0
+	q.paging.Store(false)
+}
+
+// closeIndexLocked closes the index on shutdown (delete=false) or removes it
+// with its directory after releasing every message (delete=true).
+func (q *Queue) closeIndexLocked(delete bool) {
+	if q.index == nil || q.diskGone {
+		return
+	}
+	q.diskGone = true
+	if delete {
+		store := q.vhost.storage
+		_, err := q.index.Purge(func(seq uint64, e queueindex.Entry) {
+			store.release(msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size})
+		})
+		if err != nil {
+			store.log.Error("purging a deleted queue's index", "queue", q.name, "err", err)
+		}
+		if err := q.index.Delete(); err != nil {
+			store.log.Error("deleting a queue's index", "queue", q.name, "err", err)
+		}
+	} else if err := q.index.Close(); err != nil {
+		q.vhost.log.Error("closing a queue's index", "queue", q.name, "err", err)
+	}
+}
+
+// openStorage opens the index of a durable queue in a vhost with storage and
+// counts what it holds as on disk. Nothing is read into memory until a
+// consumer needs it.
+func (q *Queue) openStorage() error {
+	st := q.vhost.storage
+	if st == nil || !isDurable(q) {
+		return nil
+	}
+	ix, rec, err := st.openIndex(q.name)
+	if err != nil {
+		return err
+	}
+	q.index = ix
+	q.recoveredNext = rec.NextSeq
+	q.paged = int(rec.Live)
+	q.pagedBytes = int(rec.Bytes)
+	q.paging.Store(q.paged > 0)
+	if rec.Torn > 0 || rec.Corrupt > 0 || rec.CheckpointErr != nil {
+		st.log.Warn("queue index recovered with damage", "queue", q.name, "torn_slots", rec.Torn,
+			"cut_bytes", rec.CutBytes, "corrupt_slots", rec.Corrupt, "checkpoint_error", rec.CheckpointErr)
+	}
+	return nil
+}
