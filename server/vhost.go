@@ -36,7 +36,7 @@ type Vhost struct {
 	// are nil when the server has no data directory.
 	meta    *metaStore
 	storage *vhostStorage
-	log  *slog.Logger
+	log     *slog.Logger
 
 	mu        sync.RWMutex
 	exchanges map[string]*Exchange
