@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv("WARREN_CRASH_BROKER_DIR"); dir != "" {
+		runCrashBroker(dir, os.Getenv("WARREN_CRASH_BROKER_ADDR")) // never returns: killed by the test
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -333,3 +337,16 @@ func isReset(err error) bool {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// contextWithStop is a context cancelled when stop closes.
+func contextWithStop(stop <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ctx
+}

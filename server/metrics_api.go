@@ -45,9 +45,11 @@ type QueueMetrics struct {
 	// Queue identifies the queue object: a queue deleted and declared again
 	// under the same name is a different *Queue, so its counters start over.
 	Queue *Queue
-	// DeadLetterExchange is the queue's effective dead-letter exchange (from
-	// its arguments or a policy), or "" when it has none.
-	DeadLetterExchange string
+	// HasDeadLetterExchange reports whether the queue dead-letters (from its
+	// arguments or a policy); DeadLetterExchange is then the exchange, which
+	// may be "" (the default exchange).
+	HasDeadLetterExchange bool
+	DeadLetterExchange    string
 }
 
 // ExchangeMetrics is a snapshot of one exchange's routing counters.
@@ -91,12 +93,9 @@ func (s *Server) MetricsSnapshot() MetricsSnapshot {
 // metrics returns the queue's snapshot for the exporter.
 func (q *Queue) metrics() QueueMetrics {
 	q.mu.Lock()
-	dlx := ""
-	if q.qa.hasDLX {
-		dlx = q.qa.dlx
-	}
+	hasDLX, dlx := q.qa.hasDLX, q.qa.dlx
 	q.mu.Unlock()
-	return QueueMetrics{QueueInfo: q.Info(), Queue: q, DeadLetterExchange: dlx}
+	return QueueMetrics{QueueInfo: q.Info(), Queue: q, HasDeadLetterExchange: hasDLX, DeadLetterExchange: dlx}
 }
 
 // appendExchangeMetrics appends the vhost's exchanges, sorted by name. The

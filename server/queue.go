@@ -340,11 +340,15 @@ func (q *Queue) dispatchLocked(now int64) {
 // takeLocked pops the next deliverable message, dead-lettering expired ones.
 func (q *Queue) takeLocked(now int64) (queued, bool) {
 	for q.lengthLocked() > 0 {
-		if q.paged > 0 && q.ready.len() < 64 {
+		for q.paged > 0 && q.ready.len() < 64 {
+			before := q.paged
 			q.pageInLocked()
-			if q.ready.len() == 0 {
-				return queued{}, false
+			if q.paged == before {
+				break // nothing more could be read
 			}
+		}
+		if q.ready.len() == 0 {
+			return queued{}, false
 		}
 		m := q.ready.pop()
 		// Strictly before now: a message with TTL 0 may still go to a consumer
