@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/warrenmq/warren/msgstore"
 	"github.com/warrenmq/warren/server"
 )
 
@@ -40,6 +41,13 @@ var settings = []setting{
 	{"default-pass", "guest", "password of the default user"},
 	{"loopback-users", []string{"guest"}, "users that may only connect from loopback addresses"},
 	{"write-buffer-limit", 4 << 20, "bytes queued for one connection's socket before its consumers are paused"},
+	{"flush-policy", "fsync", "what a publisher confirm guarantees: fsync, interval, messages or os"},
+	{"flush-interval", 200 * time.Millisecond, "fsync period of the interval policy"},
+	{"flush-messages", 1000, "fsync after this many messages under the messages policy"},
+	{"segment-size", 64 << 20, "message store segment file size in bytes"},
+	{"queue-head-messages", 2048, "ready messages a durable queue keeps in memory"},
+	{"queue-head-bytes", 8 << 20, "ready message bytes a durable queue keeps in memory"},
+	{"consumer-timeout", 30 * time.Minute, "close a channel whose delivery stays unacknowledged this long (0 disables)"},
 }
 
 // loadConfig merges flags, WARREN_* environment variables and an optional
@@ -116,6 +124,17 @@ func toServerConfig(v *viper.Viper) (server.Config, error) {
 	cfg.LoopbackUsers = v.GetStringSlice("loopback-users")
 	cfg.WriteBufferLimit = v.GetInt("write-buffer-limit")
 	cfg.Vhosts = v.GetStringSlice("vhosts")
+	flush, err := msgstore.ParseFlushPolicy(v.GetString("flush-policy"))
+	if err != nil {
+		return cfg, fmt.Errorf("flush-policy: %w", err)
+	}
+	cfg.Flush = flush
+	cfg.FlushInterval = v.GetDuration("flush-interval")
+	cfg.FlushMessages = v.GetInt("flush-messages")
+	cfg.SegmentSize = v.GetInt64("segment-size")
+	cfg.QueueHeadMessages = v.GetInt("queue-head-messages")
+	cfg.QueueHeadBytes = v.GetInt("queue-head-bytes")
+	cfg.ConsumerTimeout = v.GetDuration("consumer-timeout")
 	wm := v.GetFloat64("memory-high-watermark")
 	switch {
 	case wm < 0:

@@ -71,6 +71,8 @@ func TestInvalidConfigExits2(t *testing.T) {
 		{"--log-format", "xml"},
 		{"--config", "/nonexistent/warren.yaml"},
 		{"--no-such-flag"},
+		{"--flush-policy", "sometimes"},
+		{"--queue-head-messages", "0"},
 	} {
 		var errOut bytes.Buffer
 		if code := run(args, &bytes.Buffer{}, &errOut, nil); code != 2 {
