@@ -40,7 +40,7 @@ func hashWithSalt(salt []byte, password string) string {
 func checkPassword(hash, password string) bool {
 	raw, err := base64.StdEncoding.DecodeString(hash)
 	if err != nil || len(raw) != 4+sha256.Size {
-		return false
+		return checkOtherHash(raw, password)
 	}
 	want := hashWithSalt(raw[:4], password)
 	return subtle.ConstantTimeCompare([]byte(want), []byte(hash)) == 1
@@ -134,7 +134,7 @@ type users struct {
 func newUsers() *users { return &users{accounts: make(map[string]*account)} }
 
 func (u *users) put(name, hash string, tags []string, loopbackOnly bool) error {
-	if raw, err := base64.StdEncoding.DecodeString(hash); err != nil || len(raw) != 4+sha256.Size {
+	if !validPasswordHash(hash) {
 		return fmt.Errorf("user %q: %w", name, ErrBadPasswordHash)
 	}
 	if u.meta != nil {

@@ -91,6 +91,7 @@ func (ch *channel) completePublish() *amqp.Error {
 // consumer), returns it when mandatory and unroutable, and confirms it in
 // confirm mode: nack when a queue refused it at its length limit.
 func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
+	ch.stats.publish.inc()
 	var seq uint64
 	if ch.confirm {
 		ch.publishSeq++
@@ -118,6 +119,7 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	} else if mandatory {
 		ch.sendReturn(m, amqp.NoRoute, "NO_ROUTE")
 	}
+	ch.stats.unroutable(routed, mandatory)
 	if ch.confirm {
 		switch {
 		case res.rejected:
@@ -224,6 +226,7 @@ func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) *amqp.Error {
 		return amqp.NewError(amqp.PreconditionFailed, m.ID(), "cannot switch from tx to confirm mode")
 	}
 	ch.confirm = true
+	ch.stats.enterConfirm()
 	ch.reply(m.Nowait, &amqp.ConfirmSelectOk{})
 	return nil
 }
@@ -234,6 +237,7 @@ func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) *amqp.Error {
 func (ch *channel) deliver(c *consumer, m queued) {
 	o := ch.conn.out
 	props := c.q.deliveryProps(m)
+	ch.stats.delivered(c.noAck, m.redelivered)
 	ch.umu.Lock()
 	ch.nextTag++
 	tag := ch.nextTag
@@ -284,6 +288,7 @@ func (ch *channel) basicQos(m *amqp.BasicQos) *amqp.Error {
 		ch.kickQueues()
 	} else {
 		ch.consumerPrefetch = m.PrefetchCount
+		ch.stats.prefetch.Store(uint32(m.PrefetchCount))
 	}
 	ch.conn.out.sendMethod(ch.id, &amqp.BasicQosOk{})
 	return nil
@@ -397,11 +402,12 @@ func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
 	// The queue lock is held across take and write so a concurrent delivery of a
 	// later message cannot overtake this one on the wire.
 	q.mu.Lock()
-	qm, ok := q.takeLocked(nowMillis())
+	qm, ok := q.takeLocked(&lazyClock{})
 	if q.deleted || !ok {
 		dead := q.takeDeadLocked()
 		q.mu.Unlock()
 		q.publishDeadLetters(dead)
+		ch.stats.getEmpty.inc()
 		ch.conn.out.sendMethod(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
@@ -409,6 +415,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
 	if qm.redelivered {
 		q.stats.redelivered.inc()
 	}
+	ch.stats.got(m.NoAck, qm.redelivered)
 	if m.NoAck {
 		q.forgetLocked(&qm)
 	} else {
@@ -458,6 +465,7 @@ func (ch *channel) settle(method uint32, tag uint64, multiple bool, kind settleK
 	if !ok {
 		return amqp.NewError(amqp.PreconditionFailed, method, "unknown delivery tag %d", tag)
 	}
+	ch.stats.settled(kind, len(ds))
 	ch.scratch = ds
 	if ch.tx != nil {
 		ch.tx.settles = append(ch.tx.settles, txSettle{kind: kind, ds: append([]delivery(nil), ds...)})

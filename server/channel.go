@@ -37,6 +37,8 @@ type channel struct {
 
 	tx *txState
 
+	stats channelStats // management counters and mode mirrors (admin.go)
+
 	// replyTo is the direct reply-to consumer, if any (see replyto.go). Set by
 	// the reader; read by publishers through the server's registry lock.
 	replyTo *replyConsumer
@@ -119,6 +121,7 @@ func (ch *channel) softClose(e *amqp.Error) {
 // shutdown cancels the channel's consumers and requeues its unacked messages.
 // It runs on the reader goroutine when the channel or connection closes.
 func (ch *channel) shutdown() {
+	ch.conn.srv.admin.untrack(ch)
 	ch.flushConfirms()
 	ch.confirms.close()
 	ch.conn.srv.unregisterReply(ch)

@@ -24,6 +24,7 @@ type confirmTracker struct {
 	entries []confirmEntry // unsent, ordered by seq
 	head    int
 	closed  bool
+	acked   uint64 // basic.ack confirms sent, for the management API
 }
 
 type confirmEntry struct {
@@ -88,6 +89,7 @@ func (t *confirmTracker) flush(o *outbox, channel uint16) {
 		e := t.entries[t.head]
 		t.head++
 		if e.state == confirmAck {
+			t.acked++
 			if runEnd == 0 {
 				runStart = e.seq
 			}

@@ -289,8 +289,8 @@ func (c *conn) checkConsumerTimeouts() {
 		for i := ch.unacked.head; i < len(ch.unacked.items); i++ {
 			d := &ch.unacked.items[i]
 			limit := def
-			if d.q.qa.consumerTimeout > 0 {
-				limit = d.q.qa.consumerTimeout
+			if ct := time.Duration(d.q.consumerTimeout.Load()); ct > 0 {
+				limit = ct
 			}
 			if limit > 0 && time.Duration(now-d.at)*time.Millisecond > limit {
 				expired = limit
@@ -431,6 +431,7 @@ func (c *conn) openChannel(f amqp.Frame) error {
 	}
 	ch := newChannel(c, f.Channel)
 	c.channels[f.Channel] = ch
+	c.srv.admin.track(ch)
 	c.out.sendMethod(f.Channel, &amqp.ChannelOpenOk{})
 	return nil
 }

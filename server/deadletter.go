@@ -35,16 +35,23 @@ func (q *Queue) takeDeadLocked() []deadLetter {
 // exchange with x-death recorded. Without a dead-letter exchange (or when it
 // does not exist) they are dropped, as in RabbitMQ. Must not hold q.mu.
 func (q *Queue) publishDeadLetters(dead []deadLetter) {
-	if len(dead) == 0 || !q.qa.hasDLX {
+	if len(dead) == 0 {
 		return
 	}
-	ex := q.vhost.exchange(q.qa.dlx)
+	// A policy change (reconfigure) may replace q.qa meanwhile.
+	q.mu.Lock()
+	qa := q.qa
+	q.mu.Unlock()
+	if !qa.hasDLX {
+		return
+	}
+	ex := q.vhost.exchange(qa.dlx)
 	if ex == nil {
 		return
 	}
 	r := newRouter()
 	for _, d := range dead {
-		m := q.deadLetterMessage(d)
+		m := q.deadLetterMessage(d, &qa)
 		targets := r.route(ex, m)
 		kept := targets[:0]
 		for _, t := range targets {
@@ -61,7 +68,7 @@ func (q *Queue) publishDeadLetters(dead []deadLetter) {
 // deadLetterMessage builds the republished copy of a dead letter: same body,
 // properties with x-death updated, the expiration removed, and RabbitMQ's
 // routing (the dead-letter routing key, or the original keys).
-func (q *Queue) deadLetterMessage(d deadLetter) *Message {
+func (q *Queue) deadLetterMessage(d deadLetter, qa *queueArgs) *Message {
 	orig := d.m.msg
 	props := orig.props // decoded at publish; copy before changing
 	headers := make(amqp.Table, len(props.Headers)+4)
@@ -93,12 +100,12 @@ func (q *Queue) deadLetterMessage(d deadLetter) *Message {
 	props.Flags |= amqp.FlagHeaders
 	key := orig.RoutingKey
 	var cc []string
-	if q.qa.hasDLRK {
-		key = q.qa.dlrk
+	if qa.hasDLRK {
+		key = qa.dlrk
 	} else {
 		cc = orig.ccKeys
 	}
-	m := &Message{Exchange: q.qa.dlx, RoutingKey: key, Body: orig.Body, ccKeys: cc, ttl: -1}
+	m := &Message{Exchange: qa.dlx, RoutingKey: key, Body: orig.Body, ccKeys: cc, ttl: -1}
 	m.RawProps = props.AppendTo(nil)
 	m.props, m.propsDecoded = props, true
 	return m

@@ -72,6 +72,9 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := s.loadPolicies(); err != nil {
+		return fail(err)
+	}
 	return users == 0, nil
 }
 

@@ -53,6 +53,9 @@ type Queue struct {
 	pageFrom      uint64 // index sequence id to read back from
 	recoveredNext uint64 // index ids below this predate the last start
 	diskGone      bool   // the index was closed or deleted
+	// expiring is set while the queue may hold messages with an expiry (it is
+	// cleared when the queue empties), so plain queues skip the TTL checks.
+	expiring bool
 	// paging mirrors paged > 0 for publishers deciding, without the lock,
 	// whether a transient message must be stored to keep the queue's order.
 	paging atomic.Bool
@@ -61,6 +64,10 @@ type Queue struct {
 	bindings map[bindingKey]struct{}
 
 	stats queueStats
+
+	// consumerTimeout mirrors qa.consumerTimeout (ns) for
+	// conn.checkConsumerTimeouts, which holds channel.umu and so cannot take mu.
+	consumerTimeout atomic.Int64
 }
 
 // queueStats are counters read by the management API without locking the queue.
@@ -101,6 +108,7 @@ func newQueue(vh *Vhost, name string, durable, exclusive, autoDelete bool, args 
 		args: args, qa: qa, owner: owner, created: time.Now(), lastUsed: time.Now(),
 		bindings: make(map[bindingKey]struct{}), ready: newReadySet(qa.maxPriority),
 	}
+	q.consumerTimeout.Store(int64(qa.consumerTimeout))
 	if qa.dedup {
 		q.dedup = newDedupCache(qa.dedupCacheSize, qa.dedupCacheTTL)
 	}
@@ -125,14 +133,25 @@ const (
 
 func nowMillis() int64 { return time.Now().UnixMilli() }
 
+// lazyClock reads the clock at most once, and only if asked: most messages
+// have no expiry, so the hot path never pays for time.Now.
+type lazyClock struct{ t int64 }
+
+func (c *lazyClock) now() int64 {
+	if c.t == 0 {
+		c.t = nowMillis()
+	}
+	return c.t
+}
+
 // enqueue appends m, applies the length limit and delivers what consumers can
 // take. ttl is the message's own expiration in ms, or -1. When stored is
 // set, m is in the vhost's message store at loc with one reference held for
 // this queue, which the queue records in its index (or releases).
 func (q *Queue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.Loc) enqueueResult {
-	now := nowMillis()
+	var clk lazyClock
 	q.mu.Lock()
-	res := q.enqueueLocked(m, ttl, stored, loc, now)
+	res := q.enqueueLocked(m, ttl, stored, loc, &clk)
 	dead := q.takeDeadLocked()
 	q.mu.Unlock()
 	q.publishDeadLetters(dead)
@@ -141,7 +160,7 @@ func (q *Queue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.Loc) en
 
 // enqueueLocked does enqueue's work; whenever it does not keep a stored
 // message it releases the reference it was given.
-func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.Loc, now int64) enqueueResult {
+func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.Loc, clk *lazyClock) enqueueResult {
 	refuse := func(r enqueueResult) enqueueResult {
 		if stored {
 			q.vhost.storage.release(loc)
@@ -162,8 +181,9 @@ func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.L
 	}
 	q.nextSeq++
 	qm := queued{msg: m, seq: q.nextSeq, priority: q.priorityOf(m)}
-	if exp := q.expiryFor(ttl, now); exp > 0 {
+	if exp := q.expiryFor(ttl, clk); exp > 0 {
 		qm.expiresAt = exp
+		q.expiring = true
 	}
 	if !stored && q.paged > 0 {
 		// The queue pages to disk: a message that was not stored must be now,
@@ -183,9 +203,9 @@ func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.L
 		q.ready.push(qm)
 	}
 	q.stats.published.inc()
-	q.dispatchLocked(now)
+	q.dispatchLocked(clk)
 	q.enforceLimitLocked()
-	q.expireLocked(now)
+	q.expireLocked(clk)
 	return enqueued
 }
 
@@ -204,7 +224,7 @@ func (q *Queue) priorityOf(m *Message) uint8 {
 // expiryFor returns the absolute expiry (unix ms) for a message with its own
 // TTL ttl (or -1) entering now, or 0 when it never expires. A TTL of 0 expires
 // at once unless a consumer takes the message immediately.
-func (q *Queue) expiryFor(ttl, now int64) int64 {
+func (q *Queue) expiryFor(ttl int64, clk *lazyClock) int64 {
 	t := q.qa.messageTTL
 	if ttl >= 0 && (t < 0 || ttl < t) {
 		t = ttl
@@ -212,7 +232,7 @@ func (q *Queue) expiryFor(ttl, now int64) int64 {
 	if t < 0 {
 		return 0
 	}
-	return now + t
+	return clk.now() + t
 }
 
 // atLimitLocked reports whether one more message of size bytes would exceed
@@ -225,6 +245,9 @@ func (q *Queue) atLimitLocked(size int) bool {
 // enforceLimitLocked drops the oldest messages (dead-lettered as maxlen)
 // while the queue is over a length limit.
 func (q *Queue) enforceLimitLocked() {
+	if q.qa.maxLength < 0 && q.qa.maxLengthBytes < 0 {
+		return
+	}
 	for q.lengthLocked() > 0 && ((q.qa.maxLength >= 0 && int64(q.lengthLocked()) > q.qa.maxLength) ||
 		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes+q.pagedBytes) > q.qa.maxLengthBytes)) {
 		if q.ready.len() == 0 {
@@ -242,10 +265,16 @@ func (q *Queue) enforceLimitLocked() {
 
 // expireLocked drops expired messages at the heads of the queue (RabbitMQ
 // expires only from the head) and arms the timer for the next expiry.
-func (q *Queue) expireLocked(now int64) {
+func (q *Queue) expireLocked(clk *lazyClock) {
+	if !q.expiring {
+		return // no message in the queue has an expiry: nothing to look at
+	}
+	if q.ready.len() == 0 {
+		q.expiring = false
+	}
 	for i := range q.ready.levels {
 		l := &q.ready.levels[i]
-		for l.len() > 0 && l.front().expiresAt != 0 && l.front().expiresAt <= now {
+		for l.len() > 0 && l.front().expiresAt != 0 && l.front().expiresAt <= clk.now() {
 			m := l.pop()
 			q.ready.count--
 			q.ready.bytes -= m.msg.size()
@@ -296,7 +325,7 @@ func (q *Queue) hasMessageTTLLocked() bool {
 func (q *Queue) expireTick() {
 	q.mu.Lock()
 	q.ttlAt = 0
-	q.expireLocked(nowMillis())
+	q.expireLocked(&lazyClock{})
 	dead := q.takeDeadLocked()
 	q.mu.Unlock()
 	q.publishDeadLetters(dead)
@@ -305,19 +334,19 @@ func (q *Queue) expireTick() {
 // dispatch hands ready messages to consumers with credit.
 func (q *Queue) dispatch() {
 	q.mu.Lock()
-	q.dispatchLocked(nowMillis())
+	q.dispatchLocked(&lazyClock{})
 	dead := q.takeDeadLocked()
 	q.mu.Unlock()
 	q.publishDeadLetters(dead)
 }
 
-func (q *Queue) dispatchLocked(now int64) {
+func (q *Queue) dispatchLocked(clk *lazyClock) {
 	for q.lengthLocked() > 0 && len(q.consumers) > 0 {
 		c := q.nextConsumerLocked()
 		if c == nil {
 			return
 		}
-		m, ok := q.takeLocked(now)
+		m, ok := q.takeLocked(clk)
 		if !ok {
 			c.ch.refundGlobalCredit(c)
 			return
@@ -338,7 +367,7 @@ func (q *Queue) dispatchLocked(now int64) {
 }
 
 // takeLocked pops the next deliverable message, dead-lettering expired ones.
-func (q *Queue) takeLocked(now int64) (queued, bool) {
+func (q *Queue) takeLocked(clk *lazyClock) (queued, bool) {
 	for q.lengthLocked() > 0 {
 		for q.paged > 0 && q.ready.len() < 64 {
 			before := q.paged
@@ -353,7 +382,7 @@ func (q *Queue) takeLocked(now int64) (queued, bool) {
 		m := q.ready.pop()
 		// Strictly before now: a message with TTL 0 may still go to a consumer
 		// in the instant it arrives (enqueue expires it right after if not).
-		if m.expiresAt != 0 && m.expiresAt < now {
+		if m.expiresAt != 0 && m.expiresAt < clk.now() {
 			q.forgetLocked(&m)
 			q.stats.expired.inc()
 			q.dead = append(q.dead, deadLetter{m: m, reason: reasonExpired})
@@ -369,7 +398,7 @@ func (q *Queue) takeLocked(now int64) (queued, bool) {
 // credit, round robin within it. A consumer whose connection's write buffer
 // is full is skipped and the queue asks that connection to wake it later.
 func (q *Queue) nextConsumerLocked() *consumer {
-	if q.qa.singleActive {
+	if len(q.consumers) == 1 || q.qa.singleActive {
 		c := q.consumers[0]
 		if q.canTakeLocked(c) {
 			return c
@@ -433,7 +462,7 @@ func (q *Queue) addConsumer(c *consumer, accepted func()) *amqp.Error {
 	q.hadConsumer = true
 	q.lastUsed = time.Now()
 	accepted()
-	q.dispatchLocked(nowMillis())
+	q.dispatchLocked(&lazyClock{})
 	dead := q.takeDeadLocked()
 	q.mu.Unlock()
 	q.publishDeadLetters(dead)
@@ -456,7 +485,7 @@ func (q *Queue) removeConsumer(c *consumer) (autoDelete bool) {
 		q.exclusiveConsumer = nil
 	}
 	q.lastUsed = time.Now()
-	q.dispatchLocked(nowMillis())
+	q.dispatchLocked(&lazyClock{})
 	dead := q.takeDeadLocked()
 	gone := q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.deleted
 	q.mu.Unlock()
@@ -478,7 +507,7 @@ func (q *Queue) settle(ds []delivery, drop bool) {
 	if !drop {
 		q.stats.acked.add(len(ds))
 	}
-	q.dispatchLocked(nowMillis())
+	q.dispatchLocked(&lazyClock{})
 	dead := q.takeDeadLocked()
 	q.mu.Unlock()
 	q.publishDeadLetters(dead)
@@ -487,7 +516,7 @@ func (q *Queue) settle(ds []delivery, drop bool) {
 // requeue puts deliveries back in their original places, marked redelivered.
 // A message past its delivery limit is dead-lettered instead.
 func (q *Queue) requeue(ds []delivery) {
-	now := nowMillis()
+	var clk lazyClock
 	q.mu.Lock()
 	for i := range ds {
 		q.releaseCreditLocked(&ds[i])
@@ -502,10 +531,13 @@ func (q *Queue) requeue(ds []delivery) {
 			q.dead = append(q.dead, deadLetter{m: m, reason: reasonDeliveryLimit})
 			continue
 		}
+		if m.expiresAt != 0 {
+			q.expiring = true
+		}
 		q.ready.requeue(m)
 	}
-	q.expireLocked(now)
-	q.dispatchLocked(now)
+	q.expireLocked(&clk)
+	q.dispatchLocked(&clk)
 	dead := q.takeDeadLocked()
 	q.mu.Unlock()
 	q.publishDeadLetters(dead)
@@ -547,8 +579,8 @@ func (q *Queue) touch() {
 // checkUnused deletes a queue with x-expires that had no consumers and no
 // basic.get for that long, or re-arms its timer.
 func (q *Queue) checkUnused() {
-	ttl := time.Duration(q.qa.expires) * time.Millisecond
 	q.mu.Lock()
+	ttl := time.Duration(q.qa.expires) * time.Millisecond
 	if q.deleted {
 		q.mu.Unlock()
 		return
@@ -641,6 +673,7 @@ func (q *Queue) reconfigure(qa queueArgs) {
 	}
 	qa.maxPriority = q.qa.maxPriority
 	q.qa = qa
+	q.consumerTimeout.Store(int64(qa.consumerTimeout))
 	switch {
 	case qa.dedup && q.dedup == nil:
 		q.dedup = newDedupCache(qa.dedupCacheSize, qa.dedupCacheTTL)
@@ -657,10 +690,10 @@ func (q *Queue) reconfigure(qa queueArgs) {
 	} else if q.expiryTimer != nil {
 		q.expiryTimer.Stop()
 	}
-	now := nowMillis()
+	var clk lazyClock
 	q.enforceLimitLocked()
-	q.expireLocked(now)
-	q.dispatchLocked(now)
+	q.expireLocked(&clk)
+	q.dispatchLocked(&clk)
 	dead := q.takeDeadLocked()
 	q.mu.Unlock()
 	q.publishDeadLetters(dead)

@@ -98,6 +98,9 @@ func (q *Queue) pageInLocked() {
 		}
 		m := messageFromRecord(rec)
 		q.nextSeq++
+		if e.Expiry != 0 {
+			q.expiring = true
+		}
 		q.ready.push(queued{msg: m, seq: q.nextSeq, redelivered: e.Delivered, expiresAt: e.Expiry,
 			priority: min(e.Priority, q.qa.maxPriority), idx: seq + 1, loc: loc})
 		return true

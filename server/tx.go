@@ -28,6 +28,7 @@ func (ch *channel) txSelect(m *amqp.TxSelect) *amqp.Error {
 	if ch.tx == nil {
 		ch.tx = &txState{}
 	}
+	ch.stats.txMode.Store(true)
 	ch.conn.out.sendMethod(ch.id, &amqp.TxSelectOk{})
 	return nil
 }

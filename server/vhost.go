@@ -41,6 +41,8 @@ type Vhost struct {
 	mu        sync.RWMutex
 	exchanges map[string]*Exchange
 	queues    map[string]*Queue
+
+	adm vhostAdmin // metadata and policies (policy.go)
 }
 
 func newVhost(name string, meta *metaStore, log *slog.Logger) *Vhost {
@@ -96,6 +98,7 @@ func (vh *Vhost) declareExchange(m *amqp.ExchangeDeclare) *amqp.Error {
 		if err := configureExchangeDedup(nex, vh.name); err != nil {
 			return err
 		}
+		vh.applyExchangePolicyLocked(nex)
 		if nex.durable && vh.meta != nil {
 			err := vh.meta.put(bucketExchanges, metaKey(vh.name, nex.name), metaExchange{
 				Vhost: vh.name, Name: nex.name, Type: nex.kind, AutoDelete: nex.autoDelete, Internal: nex.internal,
@@ -452,6 +455,7 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 	if aerr != nil {
 		return nil, aerr
 	}
+	qa = vh.policyQueueArgs(name, m.Arguments, qa)
 	var owner *conn
 	if m.Exclusive {
 		owner = c

@@ -1,0 +1,668 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// Policies, as RabbitMQ has them: a vhost's policies each match queue and/or
+// exchange names with a regular expression, and the matching policy with the
+// highest priority supplies arguments the objects were not declared with.
+// Operator policies are a second set, matched the same way, whose numeric
+// limits cap what the user policy and the declared arguments allow.
+//
+// The effective arguments of a queue are computed from its declared
+// x-arguments and the two matching policies whenever a policy changes and
+// when the queue is declared (Vhost.policyQueueArgs, called from
+// declareQueue), and applied to the running queue with Queue.reconfigure.
+// For exchanges only alternate-exchange applies (Exchange.policyAlternate).
+
+// Policy apply-to values.
+const (
+	ApplyToQueues    = "queues"
+	ApplyToExchanges = "exchanges"
+	ApplyToAll       = "all"
+)
+
+// Policy is a policy or operator policy of a vhost. Definition values are
+// JSON-like: int64 for integers, float64, string, bool, []any or map[string]any.
+type Policy struct {
+	Vhost      string
+	Name       string
+	Pattern    string
+	ApplyTo    string
+	Priority   int64
+	Definition map[string]any
+}
+
+// policyKeyKind says how a definition key is validated.
+type policyKeyKind int
+
+const (
+	keyString   policyKeyKind = iota
+	keyNonNeg                 // integer ≥ 0
+	keyPositive               // integer ≥ 1
+	keyEnum
+	keyAny // stored only (ha-* keys for the cluster work)
+)
+
+type policyKey struct {
+	kind policyKeyKind
+	enum []string
+	// what names the value in RabbitMQ's validation error text.
+	what string
+	// arg is the queue x-argument the key stands for; "" when it does not
+	// configure queues (alternate-exchange, queue-mode, ha-*).
+	arg string
+	// argWins reports whether a declared x-argument wins over the policy;
+	// otherwise the smaller of the two applies, as RabbitMQ's res_min.
+	argWins bool
+}
+
+// policyKeys are the definition keys Warren accepts in policies.
+var policyKeys = map[string]policyKey{
+	"message-ttl":             {kind: keyNonNeg, what: "message TTL", arg: "x-message-ttl"},
+	"expires":                 {kind: keyPositive, what: "queue expiry", arg: "x-expires"},
+	"max-length":              {kind: keyNonNeg, what: "maximum length", arg: "x-max-length"},
+	"max-length-bytes":        {kind: keyNonNeg, what: "maximum length in bytes", arg: "x-max-length-bytes"},
+	"delivery-limit":          {kind: keyNonNeg, what: "delivery limit", arg: "x-delivery-limit"},
+	"consumer-timeout":        {kind: keyPositive, what: "consumer timeout", arg: "x-consumer-timeout"},
+	"overflow":                {kind: keyEnum, enum: []string{"drop-head", "reject-publish", "reject-publish-dlx"}, what: "overflow value", arg: "x-overflow", argWins: true},
+	"dead-letter-exchange":    {kind: keyString, what: "dead letter exchange name", arg: "x-dead-letter-exchange", argWins: true},
+	"dead-letter-routing-key": {kind: keyString, what: "dead letter routing key", arg: "x-dead-letter-routing-key", argWins: true},
+	"alternate-exchange":      {kind: keyString, what: "alternate exchange name"},
+	"queue-mode":              {kind: keyEnum, enum: []string{"default", "lazy"}, what: "queue-mode value"},
+	"ha-mode":                 {kind: keyEnum, enum: []string{"all", "exactly", "nodes"}, what: "ha-mode value"},
+	"ha-params":               {kind: keyAny},
+	"ha-sync-mode":            {kind: keyEnum, enum: []string{"manual", "automatic"}, what: "ha-sync-mode value"},
+	"ha-sync-batch-size":      {kind: keyPositive, what: "ha-sync-batch-size value"},
+	"ha-promote-on-shutdown":  {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-shutdown value"},
+	"ha-promote-on-failure":   {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-failure value"},
+}
+
+// operatorPolicyKeys are the keys an operator policy may set (RabbitMQ's
+// operator_policy_validator list, plus consumer-timeout as in later releases).
+var operatorPolicyKeys = map[string]bool{
+	"expires": true, "message-ttl": true, "max-length": true, "max-length-bytes": true,
+	"delivery-limit": true, "consumer-timeout": true,
+}
+
+// maxPolicyPatternLen bounds a policy pattern; Go's regexp is linear-time, so
+// only the compiled size needs a limit.
+const maxPolicyPatternLen = 4096
+
+// htmlEscaper escapes what RabbitMQ's management API escapes in reasons.
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// policyError is RabbitMQ's policy validation text (HTML-escaped, as its
+// management API returns it).
+func policyError(format string, a ...any) error {
+	return fmt.Errorf("%w: Validation failed\n\n%s\n", ErrInvalid, htmlEscaper.Replace(fmt.Sprintf(format, a...)))
+}
+
+// erlTerm renders a JSON-like value the way Erlang's ~p prints it in
+// RabbitMQ's validation messages.
+func erlTerm(v any) string {
+	switch v := v.(type) {
+	case string:
+		return `<<"` + v + `">>`
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case bool:
+		return strconv.FormatBool(v)
+	case nil:
+		return "null"
+	}
+	return fmt.Sprint(v)
+}
+
+// ValidatePolicy checks a policy as RabbitMQ does before storing it: the name,
+// a compilable pattern, apply-to, and every definition key and value. An
+// operator policy accepts only the numeric limit keys.
+func ValidatePolicy(p Policy, operator bool) error {
+	if p.Name == "" {
+		return fmt.Errorf("%w: policy name is empty", ErrInvalid)
+	}
+	if len(p.Pattern) > maxPolicyPatternLen {
+		return policyError("pattern is longer than %d bytes", maxPolicyPatternLen)
+	}
+	if _, err := regexp.Compile(p.Pattern); err != nil {
+		return policyError("%s is not a valid regular expression: %v", erlTerm(p.Pattern), err)
+	}
+	switch p.ApplyTo {
+	case ApplyToQueues, ApplyToExchanges, ApplyToAll:
+	default:
+		return policyError(`%s was not one of [<<"all">>,<<"exchanges">>,<<"queues">>]`, erlTerm(p.ApplyTo))
+	}
+	if len(p.Definition) == 0 {
+		return policyError("no policy provided")
+	}
+	var unknown []string
+	for k := range p.Definition {
+		_, known := policyKeys[k]
+		if !known || (operator && !operatorPolicyKeys[k]) {
+			unknown = append(unknown, erlTerm(k))
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return policyError("[%s] are not recognised policy settings", strings.Join(unknown, ","))
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Definition)) {
+		if err := validatePolicyValue(k, p.Definition[k]); err != nil {
+			return err
+		}
+	}
+	if _, ok := p.Definition["ha-params"]; ok {
+		if _, mode := p.Definition["ha-mode"]; !mode {
+			return policyError("ha-params is set but ha-mode is not")
+		}
+	}
+	return nil
+}
+
+func validatePolicyValue(k string, v any) error {
+	spec := policyKeys[k]
+	switch spec.kind {
+	case keyString:
+		if _, ok := v.(string); !ok {
+			return policyError("%s is not a valid %s", erlTerm(v), spec.what)
+		}
+	case keyNonNeg, keyPositive:
+		n, ok := v.(int64)
+		if !ok || n < 0 || (spec.kind == keyPositive && n < 1) {
+			return policyError("%s is not a valid %s", erlTerm(v), spec.what)
+		}
+	case keyEnum:
+		s, ok := v.(string)
+		if !ok || !slices.Contains(spec.enum, s) {
+			return policyError("%s is not a valid %s", erlTerm(v), spec.what)
+		}
+	}
+	return nil
+}
+
+// compiledPolicy is a stored policy with its pattern compiled.
+type compiledPolicy struct {
+	Policy
+	re *regexp.Regexp
+}
+
+func (p *compiledPolicy) appliesTo(exchange bool, name string) bool {
+	switch p.ApplyTo {
+	case ApplyToQueues:
+		if exchange {
+			return false
+		}
+	case ApplyToExchanges:
+		if !exchange {
+			return false
+		}
+	}
+	return p.re.MatchString(name)
+}
+
+// policySet is an immutable snapshot of a vhost's policies, sorted so the
+// first match wins: highest priority first, then by name.
+type policySet struct {
+	user, operator []*compiledPolicy
+}
+
+func sortPolicies(ps []*compiledPolicy) {
+	sort.Slice(ps, func(i, j int) bool {
+		if ps[i].Priority != ps[j].Priority {
+			return ps[i].Priority > ps[j].Priority
+		}
+		return ps[i].Name < ps[j].Name
+	})
+}
+
+func firstMatch(ps []*compiledPolicy, exchange bool, name string) *compiledPolicy {
+	for _, p := range ps {
+		if p.appliesTo(exchange, name) {
+			return p
+		}
+	}
+	return nil
+}
+
+// match returns the policy and operator policy applying to an object and
+// their merged definition: where both set a numeric limit the smaller wins,
+// where both set a boolean the operator's wins, as in RabbitMQ.
+func (ps *policySet) match(exchange bool, name string) (user, op *compiledPolicy, def map[string]any) {
+	if ps == nil {
+		return nil, nil, nil
+	}
+	user = firstMatch(ps.user, exchange, name)
+	op = firstMatch(ps.operator, exchange, name)
+	if user == nil && op == nil {
+		return nil, nil, nil
+	}
+	def = make(map[string]any)
+	if user != nil {
+		maps.Copy(def, user.Definition)
+	}
+	if op != nil {
+		for k, ov := range op.Definition {
+			uv, both := def[k]
+			if !both {
+				def[k] = ov
+				continue
+			}
+			un, uok := uv.(int64)
+			on, ook := ov.(int64)
+			_, ubool := uv.(bool)
+			_, obool := ov.(bool)
+			switch {
+			case uok && ook:
+				def[k] = min(un, on)
+			case ubool && obool:
+				def[k] = ov
+			}
+		}
+	}
+	return user, op, def
+}
+
+// vhostAdmin is the administrative state kept on a vhost: its metadata and
+// its policies.
+//
+// Lock order: Vhost.mu → vhostAdmin.mu (the declare hooks read the policy set
+// while declareQueue and declareExchange hold Vhost.mu). applyMu is taken
+// before everything else and serialises policy changes with their
+// application to running queues.
+type vhostAdmin struct {
+	applyMu sync.Mutex
+
+	mu       sync.RWMutex
+	meta     VhostMeta
+	policies map[string]*compiledPolicy // by name
+	operator map[string]*compiledPolicy // by name
+	set      *policySet                 // rebuilt on every change; nil when there are none
+}
+
+// policySet returns the current policy snapshot (nil when there are none).
+func (a *vhostAdmin) policySet() *policySet {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.set
+}
+
+// rebuildLocked recomputes the sorted snapshot after a change.
+func (a *vhostAdmin) rebuildLocked() {
+	if len(a.policies) == 0 && len(a.operator) == 0 {
+		a.set = nil
+		return
+	}
+	ps := &policySet{}
+	for _, p := range a.policies {
+		ps.user = append(ps.user, p)
+	}
+	for _, p := range a.operator {
+		ps.operator = append(ps.operator, p)
+	}
+	sortPolicies(ps.user)
+	sortPolicies(ps.operator)
+	a.set = ps
+}
+
+func (a *vhostAdmin) table(operator bool) map[string]*compiledPolicy {
+	if operator {
+		if a.operator == nil {
+			a.operator = make(map[string]*compiledPolicy)
+		}
+		return a.operator
+	}
+	if a.policies == nil {
+		a.policies = make(map[string]*compiledPolicy)
+	}
+	return a.policies
+}
+
+// policyQueueArgs returns a new queue's effective arguments: qa (parsed from
+// the declared arguments) adjusted by the matching policies. It is the hook
+// declareQueue calls with Vhost.mu held.
+func (vh *Vhost) policyQueueArgs(name string, declared amqp.Table, qa queueArgs) queueArgs {
+	_, _, def := vh.adm.policySet().match(false, name)
+	if def == nil {
+		return qa
+	}
+	return effectiveQueueArgs(name, vh.name, declared, def, qa)
+}
+
+// effectiveQueueArgs merges a policy definition into declared arguments the
+// way RabbitMQ resolves them, and parses the result. fallback is returned
+// if the merge does not parse (policies are validated, so it should).
+func effectiveQueueArgs(name, vhost string, declared amqp.Table, def map[string]any, fallback queueArgs) queueArgs {
+	if len(def) == 0 {
+		qa, err := parseQueueArgs(name, vhost, declared)
+		if err != nil {
+			return fallback
+		}
+		return qa
+	}
+	merged := maps.Clone(declared)
+	if merged == nil {
+		merged = make(amqp.Table)
+	}
+	for k, v := range def {
+		spec, ok := policyKeys[k]
+		if !ok || spec.arg == "" {
+			continue
+		}
+		have, declaredToo := merged[spec.arg]
+		if !declaredToo {
+			merged[spec.arg] = v
+			continue
+		}
+		if spec.argWins {
+			continue
+		}
+		hn, hok := intArg(have)
+		pn, pok := v.(int64)
+		if hok && pok && pn < hn {
+			merged[spec.arg] = pn
+		}
+	}
+	if _, dlx := merged["x-dead-letter-exchange"]; !dlx {
+		// A routing key from a policy without any dead-letter exchange has
+		// nothing to apply to (RabbitMQ validates the keys independently).
+		delete(merged, "x-dead-letter-routing-key")
+	}
+	qa, err := parseQueueArgs(name, vhost, merged)
+	if err != nil {
+		return fallback
+	}
+	return qa
+}
+
+// applyExchangePolicyLocked sets a new exchange's policy alternate-exchange.
+// It is the hook declareExchange calls with Vhost.mu held.
+func (vh *Vhost) applyExchangePolicyLocked(ex *Exchange) {
+	setPolicyAlternate(ex, vh.adm.policySet())
+}
+
+func setPolicyAlternate(ex *Exchange, ps *policySet) {
+	_, _, def := ps.match(true, ex.name)
+	if alt, ok := def["alternate-exchange"].(string); ok {
+		ex.policyAlternate.Store(&alt)
+		return
+	}
+	ex.policyAlternate.Store(nil)
+}
+
+// PolicyNames returns the names of the policy and operator policy applying
+// to a queue (exchange=false) or exchange, and their merged definition.
+// Names are "" and the definition nil when none applies.
+func (vh *Vhost) PolicyNames(exchange bool, name string) (policy, operator string, def map[string]any) {
+	u, o, def := vh.adm.policySet().match(exchange, name)
+	if u != nil {
+		policy = u.Name
+	}
+	if o != nil {
+		operator = o.Name
+	}
+	return policy, operator, def
+}
+
+// Policies returns the policies (or operator policies) of a vhost, or of
+// every vhost when vhost is "", sorted by vhost and name.
+func (s *Server) Policies(vhost string, operator bool) []Policy {
+	var out []Policy
+	for _, vh := range s.Vhosts() {
+		if vhost != "" && vh.name != vhost {
+			continue
+		}
+		vh.adm.mu.RLock()
+		for _, p := range vh.adm.table(operator) {
+			out = append(out, clonePolicy(p.Policy))
+		}
+		vh.adm.mu.RUnlock()
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Vhost != out[j].Vhost {
+			return out[i].Vhost < out[j].Vhost
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func clonePolicy(p Policy) Policy {
+	p.Definition = maps.Clone(p.Definition)
+	return p
+}
+
+// GetPolicy returns one policy or operator policy.
+func (s *Server) GetPolicy(vhost, name string, operator bool) (Policy, error) {
+	vh := s.Vhost(vhost)
+	if vh == nil {
+		return Policy{}, fmt.Errorf("%w: %q", ErrNoSuchVhost, vhost)
+	}
+	vh.adm.mu.RLock()
+	defer vh.adm.mu.RUnlock()
+	p := vh.adm.table(operator)[name]
+	if p == nil {
+		return Policy{}, fmt.Errorf("%w: policy %q in vhost %q", ErrNotFound, name, vhost)
+	}
+	return clonePolicy(p.Policy), nil
+}
+
+// PutPolicy validates and stores a policy (or operator policy) and applies
+// the vhost's new policy set to its running queues and exchanges. It reports
+// whether the policy is new.
+func (s *Server) PutPolicy(p Policy, operator bool) (created bool, err error) {
+	if err := ValidatePolicy(p, operator); err != nil {
+		return false, err
+	}
+	vh := s.Vhost(p.Vhost)
+	if vh == nil {
+		return false, fmt.Errorf("%w: %q", ErrNoSuchVhost, p.Vhost)
+	}
+	cp := &compiledPolicy{Policy: clonePolicy(p), re: regexp.MustCompile(p.Pattern)}
+	err = vh.changePolicies(func() error { return vh.storePolicy(p, operator) }, func(a *vhostAdmin) {
+		t := a.table(operator)
+		created = t[p.Name] == nil
+		t[p.Name] = cp
+	})
+	return created, err
+}
+
+// DeletePolicy removes a policy (or operator policy) and re-applies the
+// vhost's remaining policies.
+func (s *Server) DeletePolicy(vhost, name string, operator bool) error {
+	vh := s.Vhost(vhost)
+	if vh == nil {
+		return fmt.Errorf("%w: %q", ErrNoSuchVhost, vhost)
+	}
+	persist := func() error {
+		vh.adm.mu.RLock()
+		_, found := vh.adm.table(operator)[name]
+		vh.adm.mu.RUnlock()
+		if !found {
+			return fmt.Errorf("%w: policy %q in vhost %q", ErrNotFound, name, vhost)
+		}
+		if vh.meta == nil {
+			return nil
+		}
+		if err := vh.meta.delete(bucketPolicies, policyMetaKey(vhost, name, operator)); err != nil {
+			return fmt.Errorf("server: removing policy %q: %w", name, err)
+		}
+		return nil
+	}
+	return vh.changePolicies(persist, func(a *vhostAdmin) { delete(a.table(operator), name) })
+}
+
+// changePolicies makes a policy change: persist records it in meta.db, then
+// change updates the tables under vhostAdmin.mu, and the new set is applied
+// to every queue and exchange whose effective definition changed. applyMu is
+// held throughout, so changes apply in the order they are recorded; the
+// disk write happens outside vhostAdmin.mu, which declares wait on.
+func (vh *Vhost) changePolicies(persist func() error, change func(*vhostAdmin)) error {
+	a := &vh.adm
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	if err := persist(); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	before := a.set
+	change(a)
+	a.rebuildLocked()
+	after := a.set
+	a.mu.Unlock()
+	vh.reapplyPolicies(before, after)
+	return nil
+}
+
+// reapplyPolicies reconfigures queues whose merged policy definition differs
+// between two policy sets, and resets every exchange's policy
+// alternate-exchange. It holds no lock while a queue reconfigures.
+func (vh *Vhost) reapplyPolicies(before, after *policySet) {
+	for _, q := range vh.Queues() {
+		_, _, old := before.match(false, q.name)
+		_, _, now := after.match(false, q.name)
+		if equalDefinitions(old, now) {
+			continue
+		}
+		q.mu.Lock()
+		current := q.qa
+		q.mu.Unlock()
+		q.reconfigure(effectiveQueueArgs(q.name, vh.name, q.declaredArgs(), now, current))
+	}
+	for _, ex := range vh.Exchanges() {
+		setPolicyAlternate(ex, after)
+	}
+}
+
+func equalDefinitions(a, b map[string]any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || fmt.Sprintf("%T:%v", v, v) != fmt.Sprintf("%T:%v", w, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// metaPolicy is a policy as meta.db stores it. The definition is kept as
+// JSON text and decoded with numbers preserved, so integers stay int64.
+type metaPolicy struct {
+	Vhost      string          `json:"vhost"`
+	Name       string          `json:"name"`
+	Operator   bool            `json:"operator"`
+	Pattern    string          `json:"pattern"`
+	ApplyTo    string          `json:"apply_to"`
+	Priority   int64           `json:"priority"`
+	Definition json.RawMessage `json:"definition"`
+}
+
+func policyMetaKey(vhost, name string, operator bool) []byte {
+	kind := "policy"
+	if operator {
+		kind = "operator_policy"
+	}
+	return metaKey(vhost, kind, name)
+}
+
+// storePolicy writes a policy to meta.db (a no-op without a data directory).
+func (vh *Vhost) storePolicy(p Policy, operator bool) error {
+	if vh.meta == nil {
+		return nil
+	}
+	def, err := json.Marshal(p.Definition)
+	if err != nil {
+		return fmt.Errorf("server: encoding policy %q: %w", p.Name, err)
+	}
+	mp := metaPolicy{Vhost: p.Vhost, Name: p.Name, Operator: operator, Pattern: p.Pattern,
+		ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: def}
+	if err := vh.meta.put(bucketPolicies, policyMetaKey(p.Vhost, p.Name, operator), mp); err != nil {
+		return fmt.Errorf("server: storing policy %q: %w", p.Name, err)
+	}
+	return nil
+}
+
+// loadPolicies restores the policies in meta.db and applies them to the
+// queues and exchanges loaded before them. loadDefinitions calls it last.
+func (s *Server) loadPolicies() error {
+	err := metaEach(s.meta, bucketPolicies, func(mp metaPolicy) error {
+		vh := s.vhosts[mp.Vhost]
+		if vh == nil {
+			return fmt.Errorf("policy %q in unknown vhost %q", mp.Name, mp.Vhost)
+		}
+		def, err := decodeDefinition(mp.Definition)
+		if err != nil {
+			return fmt.Errorf("policy %q: %w", mp.Name, err)
+		}
+		p := Policy{Vhost: mp.Vhost, Name: mp.Name, Pattern: mp.Pattern, ApplyTo: mp.ApplyTo, Priority: mp.Priority, Definition: def}
+		re, err := regexp.Compile(p.Pattern)
+		if err != nil {
+			return fmt.Errorf("policy %q: %w", mp.Name, err)
+		}
+		vh.adm.mu.Lock()
+		vh.adm.table(mp.Operator)[p.Name] = &compiledPolicy{Policy: p, re: re}
+		vh.adm.rebuildLocked()
+		vh.adm.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, vh := range s.vhosts {
+		if set := vh.adm.policySet(); set != nil {
+			vh.reapplyPolicies(nil, set)
+		}
+	}
+	return nil
+}
+
+// decodeDefinition decodes stored definition JSON, integers as int64.
+func decodeDefinition(b []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var raw map[string]any
+	if err := d.Decode(&raw); err != nil {
+		return nil, err
+	}
+	for k, v := range raw {
+		raw[k] = fromJSONNumber(v)
+	}
+	return raw, nil
+}
+
+// fromJSONNumber turns json.Number values (recursively) into int64 when
+// integral and float64 otherwise.
+func fromJSONNumber(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if n, err := v.Int64(); err == nil {
+			return n
+		}
+		f, _ := v.Float64()
+		return f
+	case []any:
+		for i := range v {
+			v[i] = fromJSONNumber(v[i])
+		}
+	case map[string]any:
+		for k := range v {
+			v[k] = fromJSONNumber(v[k])
+		}
+	}
+	return v
+}
