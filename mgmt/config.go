@@ -1,0 +1,124 @@
+package mgmt
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/warrenmq/warren/server"
+)
+
+// Config configures the management API. Start from DefaultConfig and set
+// Server; the zero value is not valid.
+type Config struct {
+	// Listen is the TCP address of the HTTP listener, e.g. "0.0.0.0:15672".
+	// Use "127.0.0.1:0" in tests for a free port.
+	Listen string
+
+	// Server is the broker the API manages. Required.
+	Server *server.Server
+
+	// Logger receives the API's logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// NodeName is the node name reported in "node" fields, RabbitMQ style
+	// ("warren@host"). Default "warren@" + the host name.
+	NodeName string
+
+	// ProductName is reported as product_name. Default "Warren".
+	ProductName string
+
+	// StatsInterval is how often the sampler reads the counters and turns
+	// them into rates. Default 5 s (rabbit-hole waits 5 s for statistics);
+	// between 10 ms and 1 min.
+	StatsInterval time.Duration
+
+	// StatsHistory is how many samples the overview and each vhost keep for
+	// charts. Default 120 (10 minutes at 5 s); at most 10,000.
+	StatsHistory int
+
+	// ObjectHistory is how many samples each queue, exchange, connection and
+	// channel keeps; it bounds the sampler's memory with many objects.
+	// Default 12 (one minute at 5 s); between 2 and 1,000.
+	ObjectHistory int
+
+	// MaxBodyBytes bounds request bodies (definitions imports are the
+	// largest). Default 64 MiB.
+	MaxBodyBytes int64
+
+	// UI, when set, serves every path outside /api (the web UI).
+	UI http.Handler
+
+	// ReadHeaderTimeout, WriteTimeout and IdleTimeout are the HTTP server's
+	// timeouts. WriteTimeout is generous because exporting definitions of a
+	// large broker takes a while. Defaults 10 s, 5 min and 2 min.
+	ReadHeaderTimeout time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+}
+
+// DefaultConfig returns the defaults; Server must still be set.
+func DefaultConfig() Config {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return Config{
+		Listen:            "0.0.0.0:15672",
+		Logger:            slog.Default(),
+		NodeName:          "warren@" + host,
+		ProductName:       "Warren",
+		StatsInterval:     5 * time.Second,
+		StatsHistory:      120,
+		ObjectHistory:     12,
+		MaxBodyBytes:      64 << 20,
+		ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+	}
+}
+
+// Validate reports every invalid setting, wrapped in ErrInvalidConfig.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("Listen is empty"))
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("Listen %q: %w", c.Listen, err))
+	}
+	if c.Server == nil {
+		errs = append(errs, errors.New("Server is nil"))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("Logger is nil"))
+	}
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("NodeName is empty"))
+	}
+	if c.ProductName == "" {
+		errs = append(errs, errors.New("ProductName is empty"))
+	}
+	if c.StatsInterval < 10*time.Millisecond || c.StatsInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("StatsInterval %s out of range 10ms..1m", c.StatsInterval))
+	}
+	if c.StatsHistory < 2 || c.StatsHistory > 10000 {
+		errs = append(errs, fmt.Errorf("StatsHistory %d out of range 2..10000", c.StatsHistory))
+	}
+	if c.ObjectHistory < 2 || c.ObjectHistory > 1000 {
+		errs = append(errs, fmt.Errorf("ObjectHistory %d out of range 2..1000", c.ObjectHistory))
+	}
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, fmt.Errorf("MaxBodyBytes %d below 1 KiB", c.MaxBodyBytes))
+	}
+	if c.ReadHeaderTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 {
+		errs = append(errs, errors.New("HTTP timeouts must be positive"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	}
+	return nil
+}

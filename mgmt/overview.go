@@ -1,0 +1,286 @@
+package mgmt
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warrenmq/warren/server"
+)
+
+// exchangeTypes are the exchange types every node supports.
+var exchangeTypes = []map[string]any{
+	{"name": "direct", "description": "AMQP direct exchange, as per the AMQP specification", "enabled": true},
+	{"name": "fanout", "description": "AMQP fanout exchange, as per the AMQP specification", "enabled": true},
+	{"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
+	{"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
+}
+
+var authMechanisms = []map[string]any{
+	{"name": "PLAIN", "description": "SASL PLAIN authentication mechanism", "enabled": true},
+	{"name": "AMQPLAIN", "description": "QPid AMQPLAIN mechanism", "enabled": true},
+}
+
+// listeners describes the AMQP and HTTP listeners.
+func (a *API) listeners() []map[string]any {
+	var out []map[string]any
+	add := func(protocol, addr string) {
+		host, port := server.SplitHostPort(addr)
+		if host == "" || host == "0.0.0.0" {
+			host = "::"
+		}
+		out = append(out, map[string]any{"node": a.cfg.NodeName, "protocol": protocol, "ip_address": host,
+			"port": port, "socket_opts": map[string]any{}})
+	}
+	if n := a.srv.Node(); n.AMQPAddr != "" {
+		add("amqp", n.AMQPAddr)
+	}
+	if addr := a.Addr(); addr != nil {
+		add("http", addr.String())
+	}
+	return out
+}
+
+// contexts describes the HTTP context; the overview names the node in it,
+// the node object does not (as in RabbitMQ).
+func (a *API) contexts(withNode bool) []map[string]any {
+	port := ""
+	if addr := a.Addr(); addr != nil {
+		_, p := server.SplitHostPort(addr.String())
+		port = strconv.Itoa(p)
+	}
+	c := map[string]any{"description": "RabbitMQ Management", "path": "/", "port": port}
+	if withNode {
+		c["node"] = a.cfg.NodeName
+	}
+	return []map[string]any{c}
+}
+
+func (a *API) getOverview(rq *request) error {
+	q := parseSampleQuery(rq)
+	totals := a.srv.Totals()
+	d := a.stats.overviewDetails(q)
+	var counters server.MessageCounters
+	for _, c := range a.srv.VhostCounters() {
+		counters.Add(c)
+	}
+	queueTotals := map[string]any{}
+	putStat(queueTotals, "messages", totals.Messages, d)
+	putStat(queueTotals, "messages_ready", totals.Ready, d)
+	putStat(queueTotals, "messages_unacknowledged", totals.Unacked, d)
+	node := a.srv.Node()
+	seconds := func(samples int) []int { return []int{int((time.Duration(samples) * a.cfg.StatsInterval).Seconds())} }
+	writeJSON(rq.w, http.StatusOK, map[string]any{
+		"management_version": ManagementVersion,
+		"rates_mode":         "basic",
+		"sample_retention_policies": map[string]any{
+			"global": seconds(a.cfg.StatsHistory), "basic": seconds(a.cfg.ObjectHistory),
+			"detailed": seconds(a.cfg.ObjectHistory),
+		},
+		"exchange_types":      exchangeTypes,
+		"product_version":     node.ProductVersion,
+		"product_name":        a.cfg.ProductName,
+		"rabbitmq_version":    RabbitMQVersion,
+		"cluster_name":        a.srv.ClusterName(),
+		"erlang_version":      "n/a",
+		"erlang_full_version": runtime.Version(),
+		"disable_stats":       false,
+		"enable_queue_totals": false,
+		"default_queue_type":  "classic",
+		"message_stats":       messageStats(vhostMetrics, channelValuesWithTotals(counters), d, [][]string{publishGroup, deliverGroup}),
+		"queue_totals":        queueTotals,
+		"object_totals": map[string]any{
+			"channels": totals.Channels, "connections": totals.Connections, "consumers": totals.Consumers,
+			"exchanges": totals.Exchanges, "queues": totals.Queues,
+		},
+		"statistics_db_event_queue": 0,
+		"statistics_db_node":        a.cfg.NodeName,
+		"node":                      a.cfg.NodeName,
+		"listeners":                 a.listeners(),
+		"contexts":                  a.contexts(true),
+	})
+	return nil
+}
+
+// channelValuesWithTotals lays counters out as vhostMetrics (the queue and
+// traffic positions are unused by messageStats' groups).
+func channelValuesWithTotals(m server.MessageCounters) []uint64 {
+	v := make([]uint64, len(vhostMetrics))
+	copy(v[3:], channelValues(m))
+	return v
+}
+
+func (a *API) getWhoami(rq *request) error {
+	tags := rq.user.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	writeJSON(rq.w, http.StatusOK, map[string]any{"name": rq.user.Name, "tags": tags, "is_internal_user": true, "auth_backend": "internal"})
+	return nil
+}
+
+func (a *API) getClusterName(rq *request) error {
+	writeJSON(rq.w, http.StatusOK, map[string]any{"name": a.srv.ClusterName()})
+	return nil
+}
+
+func (a *API) putClusterName(rq *request) error {
+	raw, err := rq.readBody()
+	if err != nil {
+		return err
+	}
+	m, err := decodeObject(raw, "not_json")
+	if err != nil {
+		return err
+	}
+	name, err := body(m).str("name")
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		return errBadRequest("name is required")
+	}
+	if err := a.srv.SetClusterName(name); err != nil {
+		return err
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// getExtensions answers an empty list: no UI extensions (and, reused, no
+// feature flags or federation links).
+func (a *API) getExtensions(rq *request) error {
+	writeJSON(rq.w, http.StatusOK, []any{})
+	return nil
+}
+
+func (a *API) listNodes(rq *request) error {
+	writeJSON(rq.w, http.StatusOK, []any{a.nodeJSON()})
+	return nil
+}
+
+func (a *API) getNode(rq *request) error {
+	if rq.param("node") != a.cfg.NodeName {
+		return errNotFound
+	}
+	writeJSON(rq.w, http.StatusOK, a.nodeJSON())
+	return nil
+}
+
+// nodeJSON describes this node. Erlang-only figures map to their Go
+// equivalents: proc_* are OS threads and their limit, run_queue the
+// runnable goroutines.
+func (a *API) nodeJSON() map[string]any {
+	n := a.srv.Node()
+	rs := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/threads/total:threads"}}
+	metrics.Read(rs)
+	fdUsed, fdTotal := fileDescriptors()
+	diskFree := diskFree(n.DataDir)
+	conns := len(a.srv.ConnectionDetails())
+	return map[string]any{
+		"name": a.cfg.NodeName, "type": "disc", "running": true, "being_drained": false,
+		"os_pid": strconv.Itoa(os.Getpid()), "uptime": processUptimeMillis(),
+		"run_queue": metricValue(rs[0]), "processors": runtime.NumCPU(),
+		"fd_used": fdUsed, "fd_total": fdTotal, "sockets_used": conns, "sockets_total": fdTotal,
+		"proc_used": metricValue(rs[1]), "proc_total": a.maxThreads,
+		"mem_used": n.MemoryUsed, "mem_limit": n.MemoryLimit, "mem_alarm": n.MemoryAlarm,
+		"mem_calculation_strategy": "rss",
+		"disk_free":                diskFree, "disk_free_limit": 0, "disk_free_alarm": false,
+		"partitions": []any{}, "rates_mode": "basic", "enabled_plugins": []string{"rabbitmq_management"},
+		"exchange_types": exchangeTypes, "auth_mechanisms": authMechanisms, "applications": []any{},
+		"contexts": a.contexts(false), "db_dir": n.DataDir, "config_files": []any{}, "log_files": []any{},
+		"cluster_links": []any{}, "net_ticktime": 60,
+	}
+}
+
+func metricValue(s metrics.Sample) uint64 {
+	if s.Value.Kind() == metrics.KindUint64 {
+		return s.Value.Uint64()
+	}
+	return 0
+}
+
+// healthOK answers the checks that cannot fail on a running single node.
+func (a *API) healthOK(rq *request) error {
+	writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok"})
+	return nil
+}
+
+func (a *API) healthSingleNode(rq *request) error {
+	writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok", "reason": "single node cluster"})
+	return nil
+}
+
+func (a *API) healthAlarms(rq *request) error {
+	if a.srv.MemoryAlarm() {
+		writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
+			"status": "failed", "reason": "There are alarms in effect in the cluster",
+			"alarms": []map[string]any{{"node": a.cfg.NodeName, "resource": "memory"}},
+		})
+		return nil
+	}
+	return a.healthOK(rq)
+}
+
+func (a *API) listenerPorts() []int {
+	var ports []int
+	for _, l := range a.listeners() {
+		ports = append(ports, l["port"].(int))
+	}
+	return ports
+}
+
+func (a *API) healthPortListener(rq *request) error {
+	port, err := strconv.Atoi(rq.param("port"))
+	if err != nil {
+		return errBadRequest(fmt.Sprintf("invalid port %q", rq.param("port")))
+	}
+	ports := a.listenerPorts()
+	for _, p := range ports {
+		if p == port {
+			writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok", "port": port})
+			return nil
+		}
+	}
+	writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
+		"status": "failed", "reason": "No active listener", "missing": port, "ports": ports,
+	})
+	return nil
+}
+
+func (a *API) healthProtocolListener(rq *request) error {
+	p := strings.ToLower(rq.param("protocol"))
+	name := ""
+	switch p {
+	case "amqp", "amqp091", "amqp0-9-1", "amqp0.9.1", "amqp09":
+		name = "amqp"
+	case "http", "management":
+		name = "http"
+	}
+	var protocols []string
+	for _, l := range a.listeners() {
+		protocols = append(protocols, l["protocol"].(string))
+		if l["protocol"] == name {
+			writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok", "protocol": name})
+			return nil
+		}
+	}
+	writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
+		"status": "failed", "reason": "No active listener", "missing": rq.param("protocol"), "protocols": protocols,
+	})
+	return nil
+}
+
+// aliveness answers RabbitMQ's deprecated aliveness test: the vhost exists
+// and the user may use it.
+func (a *API) aliveness(rq *request) error {
+	if _, err := rq.vhost("vhost"); err != nil {
+		return err
+	}
+	return a.healthOK(rq)
+}
