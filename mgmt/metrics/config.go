@@ -1,0 +1,142 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+)
+
+// Options says how the node identifies itself in the exposition and which
+// shape /metrics has. Start from DefaultOptions.
+type Options struct {
+	// NodeName is the rabbitmq_node label of rabbitmq_identity_info, the name
+	// dashboards show per node. Default "warren@<hostname>", in RabbitMQ's
+	// name@host form.
+	NodeName string
+
+	// ClusterName is the rabbitmq_cluster label while the server has no
+	// cluster name of its own (server.Server.ClusterName, set through the
+	// management API or definitions), which wins when set. Dashboards select
+	// a cluster by it. Default: NodeName, as in RabbitMQ before a cluster
+	// name is set.
+	ClusterName string
+
+	// ClusterPermanentID is the rabbitmq_cluster_permanent_id label: a UUID
+	// the cluster persists at first boot. Empty leaves the label empty, which
+	// Prometheus treats as absent.
+	ClusterPermanentID string
+
+	// ProductName is the product_name label of rabbitmq_build_info.
+	// Default "Warren".
+	ProductName string
+
+	// PerObject makes /metrics return the per-object exposition, like
+	// RabbitMQ's prometheus.return_per_object_metrics = true.
+	PerObject bool
+
+	// Logger receives scrape errors (a node statistic that could not be read).
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns options naming this host's node.
+func DefaultOptions() Options {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		// A node needs some name; RabbitMQ falls back to the same.
+		host = "localhost"
+	}
+	node := "warren@" + host
+	return Options{
+		NodeName:    node,
+		ClusterName: node,
+		ProductName: "Warren",
+		Logger:      slog.Default(),
+	}
+}
+
+// Validate reports every invalid option.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.NodeName == "" {
+		errs = append(errs, errors.New("NodeName is empty"))
+	}
+	if o.ClusterName == "" {
+		errs = append(errs, errors.New("ClusterName is empty"))
+	}
+	if o.ProductName == "" {
+		errs = append(errs, errors.New("ProductName is empty"))
+	}
+	if o.Logger == nil {
+		errs = append(errs, errors.New("Logger is nil"))
+	}
+	return errors.Join(errs...)
+}
+
+// Config configures an Exporter: Handler on its own listener. Start from
+// DefaultConfig: the zero value is not valid.
+type Config struct {
+	// Listen is the TCP address of the metrics listener. Default
+	// "0.0.0.0:15692", rabbitmq_prometheus's port; "127.0.0.1:0" in tests.
+	Listen string
+
+	// Options are passed to Handler.
+	Options Options
+
+	// ReadHeaderTimeout bounds how long a client may take to send request
+	// headers. Default 10 s.
+	ReadHeaderTimeout time.Duration
+
+	// WriteTimeout bounds one scrape's response. Per-object scrapes of very
+	// many queues take long (RabbitMQ users raise this for 100k queues).
+	// Default 60 s.
+	WriteTimeout time.Duration
+
+	// IdleTimeout closes keep-alive connections idle this long. Default 2 min.
+	IdleTimeout time.Duration
+
+	// ShutdownTimeout is how long Close waits for scrapes in progress before
+	// cutting their connections. Default 5 s.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns a configuration listening on RabbitMQ's metrics port.
+func DefaultConfig() Config {
+	return Config{
+		Listen:            "0.0.0.0:15692",
+		Options:           DefaultOptions(),
+		ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ShutdownTimeout:   5 * time.Second,
+	}
+}
+
+// Validate reports every invalid setting.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("Listen is empty"))
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("Listen %q: %w", c.Listen, err))
+	}
+	if err := c.Options.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		errs = append(errs, errors.New("ReadHeaderTimeout must be positive"))
+	}
+	if c.WriteTimeout <= 0 {
+		errs = append(errs, errors.New("WriteTimeout must be positive"))
+	}
+	if c.IdleTimeout <= 0 {
+		errs = append(errs, errors.New("IdleTimeout must be positive"))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, errors.New("ShutdownTimeout is negative"))
+	}
+	return errors.Join(errs...)
+}
