@@ -26,8 +26,10 @@ type setting struct {
 var settings = []setting{
 	{"data-dir", "./data", "directory for all persistent state"},
 	{"amqp-listen", "0.0.0.0:5672", "AMQP listener address"},
-	{"mgmt-listen", "0.0.0.0:15672", "management HTTP API address (the management API is not built yet)"},
-	{"metrics-listen", "0.0.0.0:15692", "Prometheus metrics address (metrics are not built yet)"},
+	{"mgmt-listen", "0.0.0.0:15672", "management HTTP API and web UI address (empty disables)"},
+	{"metrics-listen", "0.0.0.0:15692", "Prometheus metrics address (empty disables)"},
+	{"metrics-per-object", false, "serve per-queue and per-connection metrics at /metrics (always at /metrics/per-object)"},
+	{"node-name", "", "node name in the management API and metrics (default warren@<hostname>)"},
 	{"log-format", "text", "log format: text or json"},
 	{"log-level", "info", "log level: debug, info, warn or error"},
 	{"frame-max", 131072, "largest frame in bytes proposed to clients"},
@@ -69,6 +71,8 @@ func loadConfig(args []string, stderr io.Writer) (server.Config, *viper.Viper, b
 			fs.Duration(s.key, d, s.usage)
 		case []string:
 			fs.StringSlice(s.key, d, s.usage)
+		case bool:
+			fs.Bool(s.key, d, s.usage)
 		}
 	}
 	if err := fs.Parse(args); err != nil {

@@ -8,12 +8,21 @@
 package main
 
 import (
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
+	"github.com/spf13/viper"
+
+	"github.com/warrenmq/warren/mgmt"
+	"github.com/warrenmq/warren/mgmt/metrics"
+	"github.com/warrenmq/warren/mgmt/ui"
 	"github.com/warrenmq/warren/server"
 )
 
@@ -30,7 +39,7 @@ func main() {
 
 // run starts the broker and serves until a signal arrives on sigs.
 func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
-	cfg, _, showVersion, err := loadConfig(args, stderr)
+	cfg, v, showVersion, err := loadConfig(args, stderr)
 	if showVersion {
 		fmt.Fprintf(stdout, "warren %s\n", version)
 		return 0
@@ -47,12 +56,102 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	}
 	if err := srv.Start(); err != nil {
 		fmt.Fprintf(stderr, "warren: %v\n", err)
+		srv.Close()
+		return 1
+	}
+	stopHTTP, err := startHTTP(srv, cfg, v)
+	if err != nil {
+		fmt.Fprintf(stderr, "warren: %v\n", err)
+		srv.Close()
 		return 1
 	}
 	sig := <-sigs
 	cfg.Logger.Info("shutting down", "signal", sig.String())
+	stopHTTP()
 	if err := srv.Close(); err != nil {
 		cfg.Logger.Warn("closing listener", "err", err)
 	}
 	return 0
+}
+
+// startHTTP starts the management API with the web UI and the Prometheus
+// exporter, each unless its listen address is empty, and returns a function
+// that stops them.
+func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), error) {
+	var stops []func() error
+	stop := func() {
+		for _, f := range stops {
+			if err := f(); err != nil {
+				cfg.Logger.Warn("stopping an HTTP listener", "err", err)
+			}
+		}
+	}
+	node := v.GetString("node-name")
+	if addr := v.GetString("mgmt-listen"); addr != "" {
+		mc := mgmt.DefaultConfig()
+		mc.Listen, mc.Server, mc.Logger, mc.UI = addr, srv, cfg.Logger, ui.Handler()
+		if node != "" {
+			mc.NodeName = node
+		}
+		api, err := mgmt.New(mc)
+		if err == nil {
+			err = api.Start()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("management API: %w", err)
+		}
+		stops = append(stops, api.Close)
+		cfg.Logger.Info("management API and web UI started", "addr", api.Addr().String())
+	}
+	if addr := v.GetString("metrics-listen"); addr != "" {
+		mc := metrics.DefaultConfig()
+		mc.Listen = addr
+		mc.Options.Logger = cfg.Logger
+		mc.Options.PerObject = v.GetBool("metrics-per-object")
+		if node != "" {
+			mc.Options.NodeName = node
+		}
+		id, err := clusterID(cfg.DataDir)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		mc.Options.ClusterPermanentID = id
+		exp, err := metrics.New(srv, mc)
+		if err == nil {
+			err = exp.Start()
+		}
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+		stops = append(stops, exp.Close)
+		cfg.Logger.Info("Prometheus metrics started", "addr", exp.Addr().String())
+	}
+	return stop, nil
+}
+
+// clusterID returns the cluster's permanent id, created at first boot in the
+// data directory (rabbitmq_cluster_permanent_id in metrics).
+func clusterID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "cluster_id")
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	raw[6] = raw[6]&0x0f | 0x40 // version 4
+	raw[8] = raw[8]&0x3f | 0x80 // RFC 4122 variant
+	id := fmt.Sprintf("%x-%x-%x-%x-%x", raw[0:4], raw[4:6], raw[6:8], raw[8:10], raw[10:])
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	return id, nil
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,24 +83,31 @@ func TestInvalidConfigExits2(t *testing.T) {
 	}
 }
 
-// TestRunServesAndShutsDownOnSignal starts the binary's run function, connects
-// a client, delivers SIGTERM and checks the client sees 320 and run exits 0.
-func TestRunServesAndShutsDownOnSignal(t *testing.T) {
+func freePort(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestRunServesAndShutsDownOnSignal starts the binary's run function, connects
+// a client, delivers SIGTERM and checks the client sees 320 and run exits 0.
+func TestRunServesAndShutsDownOnSignal(t *testing.T) {
+	addr, mgmtAddr, metricsAddr := freePort(t), freePort(t), freePort(t)
 	old := logOutput
 	logOutput = &bytes.Buffer{}
 	t.Cleanup(func() { logOutput = old })
 	sigs := make(chan os.Signal, 1)
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run([]string{"--amqp-listen", addr, "--data-dir", t.TempDir()}, &bytes.Buffer{}, &bytes.Buffer{}, sigs)
+		exit <- run([]string{"--amqp-listen", addr, "--mgmt-listen", mgmtAddr, "--metrics-listen", metricsAddr,
+			"--data-dir", t.TempDir()}, &bytes.Buffer{}, &bytes.Buffer{}, sigs)
 	}()
 	var conn *amqp091.Connection
+	var err error
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		conn, err = amqp091.Dial("amqp://guest:guest@" + addr + "/")
@@ -109,6 +118,20 @@ func TestRunServesAndShutsDownOnSignal(t *testing.T) {
 			t.Fatalf("broker did not come up: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The management API (with the UI) and the metrics answer too.
+	for _, u := range []string{"http://" + mgmtAddr + "/api/overview", "http://" + mgmtAddr + "/", "http://" + metricsAddr + "/metrics"} {
+		req, _ := http.NewRequest("GET", u, nil)
+		req.SetBasicAuth("guest", "guest")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(body) == 0 {
+			t.Fatalf("%s: status %d", u, resp.StatusCode)
+		}
 	}
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	sigs <- syscall.SIGTERM

@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"mgmt":              {"server", "amqp", "msgstore", "queueindex", "mgmt/ui", "mgmt/metrics"},
 	"mgmt/ui":           {},
 	"mgmt/metrics":      {"server", "amqp"},
-	"cmd/warren":        {"server", "mgmt", "mgmt/metrics", "cluster", "amqp", "msgstore"},
+	"cmd/warren":        {"server", "mgmt", "mgmt/ui", "mgmt/metrics", "cluster", "amqp", "msgstore"},
 	"cmd/warrenctl":     {},
 	"cmd/warren-perf":   {},
 	"cmd/amqpgen":       {},
