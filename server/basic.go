@@ -143,6 +143,35 @@ type routeResult struct {
 // once, with one reference per durable queue taking it.
 func enqueueAll(vh *Vhost, m *Message, queues []*Queue, ttl int64) routeResult {
 	var res routeResult
+	if vh.storage != nil {
+		for _, q := range queues {
+			if q.index != nil {
+				return enqueueStored(vh, m, queues, ttl)
+			}
+		}
+	}
+	// No durable queue among the targets: nothing to store.
+	for _, q := range queues {
+		res.add(q.enqueue(m, ttl, false, msgstore.Loc{}), false)
+	}
+	return res
+}
+
+func (r *routeResult) add(e enqueueResult, stored bool) {
+	switch e {
+	case enqueued:
+		r.routed = true
+		r.stored = r.stored || stored
+	case enqueueDuplicate:
+		r.routed = true
+	case enqueueRejected:
+		r.routed, r.rejected = true, true
+	}
+}
+
+// enqueueStored is enqueueAll when durable queues are among the targets.
+func enqueueStored(vh *Vhost, m *Message, queues []*Queue, ttl int64) routeResult {
+	var res routeResult
 	// Decide once per queue whether it takes a stored copy, so the reference
 	// count given to the store matches the queues that hold one.
 	var small [8]bool
@@ -153,7 +182,7 @@ func enqueueAll(vh *Vhost, m *Message, queues []*Queue, ttl int64) routeResult {
 	refs := 0
 	persistent := m.Persistent()
 	for _, q := range queues {
-		s := vh.storage != nil && q.index != nil && (persistent || q.paging.Load())
+		s := q.index != nil && (persistent || q.paging.Load())
 		store = append(store, s)
 		if s {
 			refs++
@@ -175,15 +204,7 @@ func enqueueAll(vh *Vhost, m *Message, queues []*Queue, ttl int64) routeResult {
 		if res.rejected && store[i] {
 			continue // the durable copy failed: do not take it in memory only
 		}
-		switch q.enqueue(m, ttl, stored, loc) {
-		case enqueued:
-			res.routed = true
-			res.stored = res.stored || stored
-		case enqueueDuplicate:
-			res.routed = true
-		case enqueueRejected:
-			res.routed, res.rejected = true, true
-		}
+		res.add(q.enqueue(m, ttl, stored, loc), stored)
 	}
 	return res
 }

@@ -15,9 +15,14 @@ type queued struct {
 	// x-delivery-limit and the x-delivery-count header.
 	deliveries uint32
 	priority   uint8
-	// idx is the queue index sequence id + 1 of a stored message, 0 if the
-	// message is only in memory; loc is its place in the message store.
-	idx uint64
+	// disk is where a stored message is recorded (nil if it is only in
+	// memory). A pointer keeps queued small on the in-memory path.
+	disk *diskRef
+}
+
+// diskRef is a stored message's queue index entry and message store record.
+type diskRef struct {
+	seq uint64 // queue index sequence id
 	loc msgstore.Loc
 }
 
@@ -121,7 +126,10 @@ func (s *readySet) front() *readyList {
 }
 
 func (s *readySet) pop() queued {
-	l := s.front()
+	l := &s.levels[0]
+	if len(s.levels) > 1 {
+		l = s.front()
+	}
 	q := l.pop()
 	s.count--
 	s.bytes -= q.msg.size()

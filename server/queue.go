@@ -170,6 +170,16 @@ func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.L
 	if q.deleted {
 		return refuse(enqueueGone)
 	}
+	if !stored && ttl < 0 && q.ready.len() == 0 && len(q.consumers) > 0 && q.plainLocked() {
+		// Fast path: nothing is waiting and a consumer can take it now, so
+		// hand it over without queueing it.
+		if c := q.nextConsumerLocked(); c != nil {
+			q.nextSeq++
+			q.stats.published.inc()
+			q.handOverLocked(c, queued{msg: m, seq: q.nextSeq})
+			return enqueued
+		}
+	}
 	if q.qa.overflow != overflowDropHead && q.atLimitLocked(m.size()) {
 		if q.qa.overflow == overflowRejectPublishDLX {
 			q.dead = append(q.dead, deadLetter{m: queued{msg: m}, reason: reasonMaxLen})
@@ -351,19 +361,32 @@ func (q *Queue) dispatchLocked(clk *lazyClock) {
 			c.ch.refundGlobalCredit(c)
 			return
 		}
-		if c.noAck {
-			q.forgetLocked(&m)
-		} else {
-			c.unacked++
-			q.unacked++
-			q.markDeliveredLocked(&m)
-		}
-		q.stats.delivered.inc()
-		if m.redelivered {
-			q.stats.redelivered.inc()
-		}
-		c.ch.deliver(c, m)
+		q.handOverLocked(c, m)
 	}
+}
+
+// handOverLocked delivers m, already taken from the queue, to c.
+func (q *Queue) handOverLocked(c *consumer, m queued) {
+	if c.noAck {
+		q.forgetLocked(&m)
+	} else {
+		c.unacked++
+		q.unacked++
+		q.markDeliveredLocked(&m)
+	}
+	q.stats.delivered.inc()
+	if m.redelivered {
+		q.stats.redelivered.inc()
+	}
+	c.ch.deliver(c, m)
+}
+
+// plainLocked reports whether the queue uses none of the features that
+// need per-message work at enqueue (TTL, limits, deduplication, priorities,
+// paging), so a message can go straight to a waiting consumer.
+func (q *Queue) plainLocked() bool {
+	return q.qa.messageTTL < 0 && q.qa.maxLength < 0 && q.qa.maxLengthBytes < 0 &&
+		q.dedup == nil && q.qa.maxPriority == 0 && q.paged == 0
 }
 
 // takeLocked pops the next deliverable message, dead-lettering expired ones.

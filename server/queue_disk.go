@@ -31,7 +31,7 @@ func (q *Queue) storedEnqueueLocked(qm queued, loc msgstore.Loc, persistent bool
 		q.vhost.storage.release(loc)
 		return false
 	}
-	qm.idx, qm.loc = seq+1, loc
+	qm.disk = &diskRef{seq: seq, loc: loc}
 	q.vhost.storage.markDirty(q)
 	if q.paged > 0 || (q.qa.maxPriority == 0 && q.headFullLocked()) {
 		if q.paged == 0 {
@@ -49,24 +49,24 @@ func (q *Queue) storedEnqueueLocked(qm queued, loc msgstore.Loc, persistent bool
 // forgetLocked removes a message that left the queue for good (acked,
 // dropped, expired, dead-lettered, purged) from the index and the store.
 func (q *Queue) forgetLocked(m *queued) {
-	if m.idx == 0 || q.index == nil || q.diskGone {
+	if m.disk == nil || q.index == nil || q.diskGone {
 		return
 	}
-	if err := q.index.Ack(m.idx - 1); err != nil && !errors.Is(err, queueindex.ErrClosed) {
+	if err := q.index.Ack(m.disk.seq); err != nil && !errors.Is(err, queueindex.ErrClosed) {
 		q.vhost.log.Error("queue index ack failed", "queue", q.name, "err", err)
 	}
-	q.vhost.storage.release(m.loc)
+	q.vhost.storage.release(m.disk.loc)
 	q.vhost.storage.markDirty(q)
-	m.idx = 0
+	m.disk = nil
 }
 
 // markDeliveredLocked persists the delivered flag so redelivered is right
 // after a restart.
 func (q *Queue) markDeliveredLocked(m *queued) {
-	if m.idx == 0 || q.index == nil || q.diskGone {
+	if m.disk == nil || q.index == nil || q.diskGone {
 		return
 	}
-	if err := q.index.MarkDelivered(m.idx - 1); err != nil && !errors.Is(err, queueindex.ErrClosed) {
+	if err := q.index.MarkDelivered(m.disk.seq); err != nil && !errors.Is(err, queueindex.ErrClosed) {
 		q.vhost.log.Error("queue index mark-delivered failed", "queue", q.name, "err", err)
 	}
 	q.vhost.storage.markDirty(q)
@@ -102,7 +102,7 @@ func (q *Queue) pageInLocked() {
 			q.expiring = true
 		}
 		q.ready.push(queued{msg: m, seq: q.nextSeq, redelivered: e.Delivered, expiresAt: e.Expiry,
-			priority: min(e.Priority, q.qa.maxPriority), idx: seq + 1, loc: loc})
+			priority: min(e.Priority, q.qa.maxPriority), disk: &diskRef{seq: seq, loc: loc}})
 		return true
 	})
 	q.pageFrom = next
