@@ -213,13 +213,7 @@ func (ch *channel) sendReturn(m *Message, code uint16, text string) {
 	o := ch.conn.out
 	ret := amqp.BasicReturn{ReplyCode: code, ReplyText: text, Exchange: m.Exchange, RoutingKey: m.RoutingKey}
 	o.mu.Lock()
-	if !o.closed {
-		var start int
-		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
-		o.buf = ret.AppendTo(o.buf)
-		o.buf = amqp.EndFrame(o.buf, start)
-		o.buf = amqp.AppendContent(o.buf, ch.id, ch.conn.frameMax, m.RawProps, m.Body)
-	}
+	appendWithContentLocked(o, ch.id, ch.conn.frameMax, &ret, m.RawProps, m.Body)
 	o.mu.Unlock()
 	o.signal()
 }
@@ -267,13 +261,7 @@ func (ch *channel) deliver(c *consumer, m queued) {
 	}
 	d := amqp.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: m.redelivered, Exchange: m.msg.Exchange, RoutingKey: m.msg.RoutingKey}
 	o.mu.Lock()
-	if !o.closed {
-		var start int
-		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
-		o.buf = d.AppendTo(o.buf)
-		o.buf = amqp.EndFrame(o.buf, start)
-		o.buf = amqp.AppendContent(o.buf, ch.id, ch.conn.frameMax, props, m.msg.Body)
-	}
+	appendWithContentLocked(o, ch.id, ch.conn.frameMax, &d, props, m.msg.Body)
 	o.mu.Unlock()
 	ch.umu.Unlock()
 	o.signal()
@@ -332,14 +320,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) *amqp.Error {
 	if m.Queue == replyToQueue {
 		return ch.consumeReplyTo(m)
 	}
-	name, err := ch.queueName(m.Queue, m.ID())
-	if err != nil {
-		return err
-	}
-	if err := ch.authorize(accessRead, "queue", name, m.ID()); err != nil {
-		return err
-	}
-	q, err := ch.conn.vhost.lookupQueue(ch.conn, name, m.ID())
+	q, err := ch.readableQueue(m.Queue, m.ID())
 	if err != nil {
 		return err
 	}
@@ -408,14 +389,7 @@ func (ch *channel) serverCancel(c *consumer) {
 }
 
 func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
-	name, err := ch.queueName(m.Queue, m.ID())
-	if err != nil {
-		return err
-	}
-	if err := ch.authorize(accessRead, "queue", name, m.ID()); err != nil {
-		return err
-	}
-	q, err := ch.conn.vhost.lookupQueue(ch.conn, name, m.ID())
+	q, err := ch.readableQueue(m.Queue, m.ID())
 	if err != nil {
 		return err
 	}
@@ -453,13 +427,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
 	}
 	getOk := amqp.BasicGetOk{DeliveryTag: tag, Redelivered: qm.redelivered, Exchange: qm.msg.Exchange, RoutingKey: qm.msg.RoutingKey, MessageCount: uint32(q.ready.len())}
 	o.mu.Lock()
-	if !o.closed {
-		var start int
-		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
-		o.buf = getOk.AppendTo(o.buf)
-		o.buf = amqp.EndFrame(o.buf, start)
-		o.buf = amqp.AppendContent(o.buf, ch.id, ch.conn.frameMax, props, qm.msg.Body)
-	}
+	appendWithContentLocked(o, ch.id, ch.conn.frameMax, &getOk, props, qm.msg.Body)
 	o.mu.Unlock()
 	ch.umu.Unlock()
 	dead := q.takeDeadLocked()

@@ -348,18 +348,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) *amqp.Error {
 }
 
 func (ch *channel) queueBind(m *amqp.QueueBind) *amqp.Error {
-	if m.Queue == "" && m.RoutingKey == "" {
-		m.RoutingKey = ch.lastQueue // RabbitMQ's shortcut: both empty means the last declared queue
-	}
-	name, err := ch.queueName(m.Queue, m.ID())
-	if err != nil {
-		return err
-	}
-	m.Queue = name
-	if err := ch.authorize(accessWrite, "queue", name, m.ID()); err != nil {
-		return err
-	}
-	if err := ch.authorize(accessRead, "exchange", m.Exchange, m.ID()); err != nil {
+	if err := ch.bindingEnds(&m.Queue, &m.RoutingKey, m.Exchange, m.ID()); err != nil {
 		return err
 	}
 	if err := ch.conn.vhost.bindQueue(ch.conn, m); err != nil {
@@ -370,18 +359,7 @@ func (ch *channel) queueBind(m *amqp.QueueBind) *amqp.Error {
 }
 
 func (ch *channel) queueUnbind(m *amqp.QueueUnbind) *amqp.Error {
-	if m.Queue == "" && m.RoutingKey == "" {
-		m.RoutingKey = ch.lastQueue
-	}
-	name, err := ch.queueName(m.Queue, m.ID())
-	if err != nil {
-		return err
-	}
-	m.Queue = name
-	if err := ch.authorize(accessWrite, "queue", name, m.ID()); err != nil {
-		return err
-	}
-	if err := ch.authorize(accessRead, "exchange", m.Exchange, m.ID()); err != nil {
+	if err := ch.bindingEnds(&m.Queue, &m.RoutingKey, m.Exchange, m.ID()); err != nil {
 		return err
 	}
 	if err := ch.conn.vhost.unbindQueue(ch.conn, m); err != nil {
@@ -391,15 +369,40 @@ func (ch *channel) queueUnbind(m *amqp.QueueUnbind) *amqp.Error {
 	return nil
 }
 
-func (ch *channel) queuePurge(m *amqp.QueuePurge) *amqp.Error {
-	name, err := ch.queueName(m.Queue, m.ID())
+// bindingEnds applies RabbitMQ's shortcuts to a queue binding (an empty queue
+// name is the last declared queue; with an empty key too, the key is that
+// queue's name) and checks write permission on the queue and read permission
+// on the exchange.
+func (ch *channel) bindingEnds(queue, key *string, exchange string, method uint32) *amqp.Error {
+	if *queue == "" && *key == "" {
+		*key = ch.lastQueue
+	}
+	name, err := ch.queueName(*queue, method)
 	if err != nil {
 		return err
 	}
-	if err := ch.authorize(accessRead, "queue", name, m.ID()); err != nil {
+	*queue = name
+	if err := ch.authorize(accessWrite, "queue", name, method); err != nil {
 		return err
 	}
-	q, err := ch.conn.vhost.lookupQueue(ch.conn, name, m.ID())
+	return ch.authorize(accessRead, "exchange", exchange, method)
+}
+
+// readableQueue resolves a queue name (with the empty-name shortcut) that
+// the user must have read permission on, for purge, get and consume.
+func (ch *channel) readableQueue(queue string, method uint32) (*Queue, *amqp.Error) {
+	name, err := ch.queueName(queue, method)
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.authorize(accessRead, "queue", name, method); err != nil {
+		return nil, err
+	}
+	return ch.conn.vhost.lookupQueue(ch.conn, name, method)
+}
+
+func (ch *channel) queuePurge(m *amqp.QueuePurge) *amqp.Error {
+	q, err := ch.readableQueue(m.Queue, m.ID())
 	if err != nil {
 		return err
 	}

@@ -79,6 +79,19 @@ func appendMethodLocked[M interface{ AppendTo([]byte) []byte }](o *outbox, chann
 	o.buf = amqp.EndFrame(o.buf, start)
 }
 
+// appendWithContentLocked appends a method frame followed by its content
+// header and body frames; the caller holds o.mu and signals afterwards.
+func appendWithContentLocked[M interface{ AppendTo([]byte) []byte }](o *outbox, channel uint16, frameMax uint32, m M, props, body []byte) {
+	if o.closed {
+		return
+	}
+	var start int
+	o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, channel)
+	o.buf = m.AppendTo(o.buf)
+	o.buf = amqp.EndFrame(o.buf, start)
+	o.buf = amqp.AppendContent(o.buf, channel, frameMax, props, body)
+}
+
 // take swaps out the pending bytes and queues to wake. spare is an empty buffer
 // the writer has finished with, reused to avoid allocation.
 func (o *outbox) take(spare []byte) (out []byte, waiting []*Queue) {

@@ -83,13 +83,7 @@ func (s *Server) deliverReply(m *Message) bool {
 	ch.nextTag++
 	d := amqp.BasicDeliver{ConsumerTag: tag, DeliveryTag: ch.nextTag, Exchange: m.Exchange, RoutingKey: m.RoutingKey}
 	o.mu.Lock()
-	if !o.closed {
-		var start int
-		o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, ch.id)
-		o.buf = d.AppendTo(o.buf)
-		o.buf = amqp.EndFrame(o.buf, start)
-		o.buf = amqp.AppendContent(o.buf, ch.id, ch.conn.frameMax, m.RawProps, m.Body)
-	}
+	appendWithContentLocked(o, ch.id, ch.conn.frameMax, &d, m.RawProps, m.Body)
 	o.mu.Unlock()
 	ch.umu.Unlock()
 	o.signal()
