@@ -192,8 +192,8 @@ func enqueueStored(vh *Vhost, m *Message, queues []*Queue, ttl int64) routeResul
 	if refs > 0 {
 		var err error
 		loc, err = vh.storage.put(m, refs)
+		vh.storage.noteWrite(err)
 		if err != nil {
-			vh.log.Error("storing a message failed; it is refused", "err", err)
 			res.rejected = true
 			refs = 0
 			// Without the store the message still reaches transient queues.

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +21,17 @@ import (
 // runCrashBroker is the child process of TestCrashKill9: a broker on addr
 // with its data in dir, serving until it is killed.
 func runCrashBroker(dir, addr string) {
+	if limit := os.Getenv("WARREN_CRASH_BROKER_FSIZE"); limit != "" {
+		// Simulate a full disk: writes past this file size fail with EFBIG.
+		n, err := strconv.ParseUint(limit, 10, 64)
+		if err == nil {
+			err = syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: n, Max: n})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crash broker: file size limit:", err)
+			os.Exit(3)
+		}
+	}
 	cfg := DefaultConfig()
 	cfg.AMQPListen = addr
 	cfg.DataDir = dir
@@ -41,10 +54,11 @@ type crashBroker struct {
 	addr string
 }
 
-func startCrashBroker(t *testing.T, dir, addr string) *crashBroker {
+func startCrashBroker(t *testing.T, dir, addr string, env ...string) *crashBroker {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "WARREN_CRASH_BROKER_DIR="+dir, "WARREN_CRASH_BROKER_ADDR="+addr)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -267,4 +281,75 @@ func drainCrashQueue(t *testing.T, url string) map[string]bool {
 	must(t, err)
 	roundTrip(t, ch)
 	return present
+}
+
+// TestDiskFullNacksAndRecovers fills the disk under a broker process (a file
+// size limit makes writes fail as on a full disk): publishes are nacked, the
+// broker keeps serving, and after a restart with space every confirmed
+// message is there.
+func TestDiskFullNacksAndRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("disk-full test skipped in -short mode")
+	}
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	url := "amqp://guest:guest@" + addr + "/"
+	b := startCrashBroker(t, dir, addr, "WARREN_CRASH_BROKER_FSIZE="+strconv.Itoa(2<<20))
+	conn, err := amqp091.Dial(url)
+	must(t, err)
+	ch, err := conn.Channel()
+	must(t, err)
+	_, err = ch.QueueDeclare("full", true, false, false, false, nil)
+	must(t, err)
+	must(t, ch.Confirm(false))
+	body := make([]byte, 10<<10)
+	var acked []string
+	nacks := 0
+	for i := 0; i < 1000 && nacks < 5; i++ {
+		id := fmt.Sprint("m", i)
+		dc, err := ch.PublishWithDeferredConfirm("", "full", false, false, amqp091.Publishing{DeliveryMode: 2, MessageId: id, Body: body})
+		must(t, err)
+		ok, err := dc.WaitContext(context.Background())
+		must(t, err)
+		if ok {
+			acked = append(acked, id)
+		} else {
+			nacks++
+		}
+	}
+	if nacks == 0 {
+		t.Fatalf("no publish was refused although the disk was full (%d acked)", len(acked))
+	}
+	// The broker still serves: a transient queue works.
+	c2, err := conn.Channel()
+	must(t, err)
+	mustDeclare(t, c2, "still-alive", nil)
+	publish(t, c2, "", "still-alive", "x")
+	if _, ok, err := c2.Get("still-alive", true); err != nil || !ok {
+		t.Fatalf("broker unusable after the disk filled: ok=%v err=%v", ok, err)
+	}
+	conn.Close()
+	b.kill()
+
+	startCrashBroker(t, dir, addr)
+	present := map[string]bool{}
+	conn, err = amqp091.Dial(url)
+	must(t, err)
+	defer conn.Close()
+	ch, err = conn.Channel()
+	must(t, err)
+	for {
+		m, ok, err := ch.Get("full", true)
+		must(t, err)
+		if !ok {
+			break
+		}
+		present[m.MessageId] = true
+	}
+	for _, id := range acked {
+		if !present[id] {
+			t.Fatalf("confirmed message %s lost after the disk filled (%d confirmed, %d present)", id, len(acked), len(present))
+		}
+	}
+	t.Logf("%d confirmed before the disk filled, %d nacked, all %d present after restart", len(acked), nacks, len(present))
 }

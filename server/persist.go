@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/msgstore"
@@ -36,6 +37,10 @@ type vhostStorage struct {
 	kick chan struct{}
 	quit chan struct{}
 	wg   sync.WaitGroup
+
+	// failing is set while writes to the store fail (a full disk), so the
+	// failure is logged once when it starts and once when it ends.
+	failing atomic.Bool
 }
 
 // confirmWaiter is a publish whose confirm waits for the next commit round.
@@ -204,6 +209,17 @@ func (v *vhostStorage) syncIndexes() {
 func (v *vhostStorage) stop() {
 	close(v.quit)
 	v.wg.Wait()
+}
+
+// noteWrite logs the start and the end of a run of failed store writes;
+// publishes refused meanwhile are nacked, not logged one by one.
+func (v *vhostStorage) noteWrite(err error) {
+	switch {
+	case err != nil && v.failing.CompareAndSwap(false, true):
+		v.log.Error("writing to the message store failed; persistent publishes are refused until it works again", "err", err)
+	case err == nil && v.failing.Load() && v.failing.CompareAndSwap(true, false):
+		v.log.Info("writing to the message store works again")
+	}
 }
 
 // release drops one queue's reference to a stored message.
