@@ -190,7 +190,7 @@ func (a *API) nodeJSON() map[string]any {
 		"proc_used": metricValue(rs[1]), "proc_total": a.maxThreads,
 		"mem_used": n.MemoryUsed, "mem_limit": n.MemoryLimit, "mem_alarm": n.MemoryAlarm,
 		"mem_calculation_strategy": "rss",
-		"disk_free":                diskFree, "disk_free_limit": 0, "disk_free_alarm": false,
+		"disk_free":                diskFree, "disk_free_limit": n.DiskFreeLimit, "disk_free_alarm": n.DiskAlarm,
 		"partitions": []any{}, "rates_mode": "basic", "enabled_plugins": []string{"rabbitmq_management"},
 		"exchange_types": exchangeTypes, "auth_mechanisms": authMechanisms, "applications": []any{},
 		"contexts": a.contexts(false), "db_dir": n.DataDir, "config_files": []any{}, "log_files": []any{},
@@ -217,10 +217,16 @@ func (a *API) healthSingleNode(rq *request) error {
 }
 
 func (a *API) healthAlarms(rq *request) error {
+	var alarms []map[string]any
 	if a.srv.MemoryAlarm() {
+		alarms = append(alarms, map[string]any{"node": a.cfg.NodeName, "resource": "memory"})
+	}
+	if a.srv.DiskAlarm() {
+		alarms = append(alarms, map[string]any{"node": a.cfg.NodeName, "resource": "disk"})
+	}
+	if len(alarms) > 0 {
 		writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
-			"status": "failed", "reason": "There are alarms in effect in the cluster",
-			"alarms": []map[string]any{{"node": a.cfg.NodeName, "resource": "memory"}},
+			"status": "failed", "reason": "There are alarms in effect in the cluster", "alarms": alarms,
 		})
 		return nil
 	}

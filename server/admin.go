@@ -1457,6 +1457,8 @@ type NodeInfo struct {
 	MemoryUsed      uint64
 	MemoryLimit     uint64 // the memory high watermark in bytes; 0 = off
 	MemoryAlarm     bool
+	DiskFreeLimit   uint64 // bytes; 0 = off
+	DiskAlarm       bool
 	FrameMax        uint32
 	ChannelMax      uint16
 	Heartbeat       time.Duration
@@ -1468,6 +1470,7 @@ func (s *Server) Node() NodeInfo {
 	n := NodeInfo{
 		DataDir: s.cfg.DataDir, DefaultVhost: s.cfg.DefaultVhost, ProductVersion: s.cfg.ProductVersion,
 		MemoryUsed: MemoryUsed(), MemoryLimit: s.watermark.Load(), MemoryAlarm: s.MemoryAlarm(),
+		DiskFreeLimit: s.diskLimit.Load(), DiskAlarm: s.DiskAlarm(),
 		FrameMax: s.cfg.FrameMax, ChannelMax: s.cfg.ChannelMax, Heartbeat: s.cfg.Heartbeat,
 		ConsumerTimeout: s.cfg.ConsumerTimeout,
 	}

@@ -69,8 +69,12 @@ type Config struct {
 	// where that cannot be read.
 	MemoryHighWatermark uint64
 
-	// MemoryCheckInterval is how often heap use is compared with the watermark.
-	// Default 1 s.
+	// DiskFreeLimit blocks publishing connections while the file system of
+	// DataDir has fewer free bytes than this. 0 disables. Default 1 GiB.
+	DiskFreeLimit uint64
+
+	// MemoryCheckInterval is how often memory use and free disk space are
+	// compared with their limits. Default 1 s.
 	MemoryCheckInterval time.Duration
 
 	// DefaultVhost is created at start. Default "/".
@@ -140,6 +144,7 @@ func DefaultConfig() Config {
 		MaxMessageSize:       128 << 20,
 		MemoryHighWatermark:  defaultMemoryWatermark(),
 		MemoryCheckInterval:  time.Second,
+		DiskFreeLimit:        1 << 30,
 		DefaultVhost:         "/",
 		DefaultUser:          "guest",
 		DefaultPassword:      "guest",

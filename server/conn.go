@@ -558,7 +558,7 @@ func (c *conn) waitAlarm() error {
 	}
 	notify := c.supportsCap("connection.blocked")
 	if notify {
-		c.out.sendMethod(0, &amqp.ConnectionBlocked{Reason: "low on memory"})
+		c.out.sendMethod(0, &amqp.ConnectionBlocked{Reason: c.srv.alarms.reason()})
 	}
 	// Heartbeats from a blocked client are not read; do not time it out.
 	if err := c.nc.SetReadDeadline(time.Time{}); err != nil {

@@ -36,6 +36,7 @@ func runCrashBroker(dir, addr string) {
 	cfg.AMQPListen = addr
 	cfg.DataDir = dir
 	cfg.MemoryHighWatermark = 0
+	cfg.DiskFreeLimit = 0
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := New(cfg)
 	if err != nil {

@@ -40,6 +40,7 @@ func startServer(t testing.TB, mutate ...func(*Config)) *testServer {
 	cfg.AMQPListen = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
 	cfg.MemoryHighWatermark = 0
+	cfg.DiskFreeLimit = 0 // the test machine's free space must not block publishers
 	level := slog.LevelWarn
 	if os.Getenv("WARREN_TEST_DEBUG") != "" {
 		level = slog.LevelDebug

@@ -40,6 +40,7 @@ type Server struct {
 	admin adminState
 
 	watermark atomic.Uint64
+	diskLimit atomic.Uint64
 	coarse    atomic.Int64 // unix ms, refreshed by tickClock
 	closeOnce sync.Once
 	closing   bool // guarded by mu: Close has begun
@@ -56,6 +57,7 @@ func New(cfg Config) (*Server, error) {
 		vhosts: make(map[string]*Vhost), conns: make(map[uint64]*conn), users: newUsers(),
 	}
 	s.watermark.Store(cfg.MemoryHighWatermark)
+	s.diskLimit.Store(cfg.DiskFreeLimit)
 	if cfg.DataDir != "" {
 		meta, err := openMeta(cfg.DataDir)
 		if err != nil {
@@ -145,9 +147,7 @@ func (s *Server) Start() error {
 	s.coarse.Store(nowMillis())
 	s.goFunc(s.tickClock)
 	s.goFunc(s.acceptLoop)
-	if s.cfg.MemoryHighWatermark > 0 {
-		s.goFunc(s.memoryMonitor)
-	}
+	s.goFunc(s.resourceMonitor)
 	return nil
 }
 
@@ -375,61 +375,6 @@ func (s *Server) CloseConnection(id uint64, reason string) bool {
 	return true
 }
 
-// alarms tracks the node's resource alarm. Publishing connections wait on
-// cleared while it is raised.
-type alarms struct {
-	mu      sync.Mutex
-	cleared chan struct{} // non-nil while the alarm is on
-}
-
-// clearedChan returns a channel closed when the alarm clears, or nil when no
-// alarm is on.
-func (a *alarms) clearedChan() chan struct{} {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.cleared
-}
-
-// set raises or clears the alarm and reports whether it changed.
-func (a *alarms) set(on bool) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	switch {
-	case on && a.cleared == nil:
-		a.cleared = make(chan struct{})
-		return true
-	case !on && a.cleared != nil:
-		close(a.cleared)
-		a.cleared = nil
-		return true
-	}
-	return false
-}
-
-// MemoryAlarm reports whether the memory alarm is raised.
-func (s *Server) MemoryAlarm() bool { return s.alarms.clearedChan() != nil }
-
-// SetMemoryHighWatermark changes the memory alarm threshold in bytes (0 turns
-// the alarm off) and re-evaluates it at once.
-func (s *Server) SetMemoryHighWatermark(bytes uint64) {
-	s.watermark.Store(bytes)
-	s.checkMemory()
-}
-
-// memoryMonitor compares process memory with the watermark periodically.
-func (s *Server) memoryMonitor() {
-	t := time.NewTicker(s.cfg.MemoryCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.quit:
-			return
-		case <-t.C:
-			s.checkMemory()
-		}
-	}
-}
-
 var memSamples = []metrics.Sample{
 	{Name: "/memory/classes/total:bytes"},
 	{Name: "/memory/classes/heap/released:bytes"},
@@ -441,17 +386,4 @@ func MemoryUsed() uint64 {
 	copy(s, memSamples)
 	metrics.Read(s)
 	return s[0].Value.Uint64() - s[1].Value.Uint64()
-}
-
-func (s *Server) checkMemory() {
-	wm := s.watermark.Load()
-	used := MemoryUsed()
-	on := wm > 0 && used > wm
-	if s.alarms.set(on) {
-		if on {
-			s.log.Warn("memory alarm raised: blocking publishers", "used", used, "watermark", wm)
-		} else {
-			s.log.Info("memory alarm cleared", "used", used, "watermark", wm)
-		}
-	}
 }

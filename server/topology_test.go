@@ -454,3 +454,35 @@ func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 		t.Fatalf("got %q", m.Body)
 	}
 }
+
+func TestDiskAlarmBlocksPublishers(t *testing.T) {
+	ts := startServer(t)
+	pubConn, pub := ts.channel(t)
+	blocked := pubConn.NotifyBlocked(make(chan amqp091.Blocking, 4))
+	mustDeclare(t, pub, "disk", nil)
+	publish(t, pub, "", "disk", "before")
+	roundTrip(t, pub)
+	ts.SetDiskFreeLimit(1 << 62) // more than any disk has free
+	if !ts.DiskAlarm() {
+		t.Fatal("disk alarm not raised")
+	}
+	publish(t, pub, "", "disk", "during")
+	select {
+	case b := <-blocked:
+		if !b.Active || b.Reason != "low on disk" {
+			t.Fatalf("blocking %+v", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection.blocked")
+	}
+	ts.SetDiskFreeLimit(0)
+	select {
+	case b := <-blocked:
+		if b.Active {
+			t.Fatalf("second notification %+v", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection.unblocked")
+	}
+	waitFor(t, 5*time.Second, "both messages", func() bool { return queueInfo(ts, "disk").Ready == 2 })
+}

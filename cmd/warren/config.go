@@ -38,6 +38,7 @@ var settings = []setting{
 	{"handshake-timeout", 10 * time.Second, "drop connections that do not finish the handshake in this time"},
 	{"max-message-size", 128 << 20, "largest message body accepted, in bytes"},
 	{"memory-high-watermark", 0.4, "block publishers above this fraction of RAM (<= 1.0) or number of bytes (> 1.0); 0 disables"},
+	{"disk-free-limit", 1 << 30, "block publishers while the data directory's file system has fewer free bytes (0 disables)"},
 	{"default-vhost", "/", "vhost created at start"},
 	{"default-user", "guest", "user created at start with full access to the default vhost"},
 	{"default-pass", "guest", "password of the default user"},
@@ -127,6 +128,7 @@ func toServerConfig(v *viper.Viper) (server.Config, error) {
 	cfg.DefaultPassword = v.GetString("default-pass")
 	cfg.LoopbackUsers = v.GetStringSlice("loopback-users")
 	cfg.WriteBufferLimit = v.GetInt("write-buffer-limit")
+	cfg.DiskFreeLimit = uint64(max(v.GetInt64("disk-free-limit"), 0))
 	cfg.Vhosts = v.GetStringSlice("vhosts")
 	flush, err := msgstore.ParseFlushPolicy(v.GetString("flush-policy"))
 	if err != nil {

@@ -492,6 +492,7 @@ func TestMetricsMemoryAlarm(t *testing.T) {
 func TestExporterLifecycle(t *testing.T) {
 	scfg := server.DefaultConfig()
 	scfg.AMQPListen = "127.0.0.1:0"
+	scfg.DataDir = t.TempDir() // never the source tree's ./data
 	scfg.Logger = testLogger()
 	srv, err := server.New(scfg)
 	if err != nil {
