@@ -79,6 +79,8 @@ var warrenExtras = map[string]bool{
 	// Vhost metadata in definitions, as RabbitMQ 3.11+ exports it (3.10
 	// imports description and tags too).
 	"description": true, "tags": true, "metadata": true,
+	// A vhost's message store and flush policy (Warren's extension).
+	"message_store": true,
 }
 
 // knownDeviations are recorded answers Warren deliberately differs from.

@@ -58,7 +58,13 @@ func (a *API) getVhost(rq *request) error {
 	name := rq.param("vhost")
 	for _, v := range a.srv.VhostInfos() {
 		if v.Name == name {
-			writeJSON(rq.w, http.StatusOK, a.vhostJSON(v, a.srv.VhostCounters()[name], parseSampleQuery(rq)))
+			out := a.vhostJSON(v, a.srv.VhostCounters()[name], parseSampleQuery(rq))
+			if vh := a.srv.Vhost(name); vh != nil {
+				if st, ok := vh.StorageStats(); ok {
+					out["message_store"] = storeJSON(st) // Warren's extension
+				}
+			}
+			writeJSON(rq.w, http.StatusOK, out)
 			return nil
 		}
 	}
@@ -418,4 +424,14 @@ func (a *API) deleteTopicPermissions(rq *request) error {
 	}
 	rq.w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// storeJSON describes a vhost's message store: what a confirm guarantees
+// under its flush policy, its segment files and live and dead data.
+func storeJSON(st server.StorageStats) map[string]any {
+	return map[string]any{
+		"flush_policy": st.FlushPolicy, "confirm_guarantee": st.Guarantee,
+		"segments": st.Segments, "first_offset": st.FirstOffset, "last_offset": st.LastOffset,
+		"live_bytes": st.LiveBytes, "dead_bytes": st.DeadBytes, "live_messages": st.LiveMessages,
+	}
 }

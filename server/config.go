@@ -110,6 +110,8 @@ type Config struct {
 	// survives a broker crash; fsync on a timer or count), FlushOS (never fsync
 	// on the hot path).
 	Flush msgstore.FlushPolicy
+	// VhostFlush overrides Flush for the vhosts it names.
+	VhostFlush map[string]msgstore.FlushPolicy
 	// FlushInterval and FlushMessages tune the interval and messages policies.
 	FlushInterval time.Duration
 	FlushMessages int

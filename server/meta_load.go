@@ -1,7 +1,10 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 )
 
 // loadDefinitions rebuilds vhosts, users, permissions, durable exchanges,
@@ -60,9 +63,17 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	if err != nil {
 		return fail(err)
 	}
+	var loaded []*Queue
 	err = metaEach(s.meta, bucketQueues, func(mq metaQueue) error {
-		return s.loadQueue(mq)
+		q, err := s.loadQueue(mq)
+		if err == nil {
+			loaded = append(loaded, q)
+		}
+		return err
 	})
+	if err == nil {
+		err = openQueueStorage(loaded)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -78,25 +89,56 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	return users == 0, nil
 }
 
-func (s *Server) loadQueue(mq metaQueue) error {
+// loadQueue rebuilds a durable queue from its definition; its index is
+// opened afterwards, for all queues in parallel.
+func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 	vh := s.vhosts[mq.Vhost]
 	if vh == nil {
-		return fmt.Errorf("queue %q in unknown vhost %q", mq.Name, mq.Vhost)
+		return nil, fmt.Errorf("queue %q in unknown vhost %q", mq.Name, mq.Vhost)
 	}
 	args, err := bytesTable(mq.Arguments)
 	if err != nil {
-		return fmt.Errorf("queue %q arguments: %w", mq.Name, err)
+		return nil, fmt.Errorf("queue %q arguments: %w", mq.Name, err)
 	}
 	qa, aerr := parseQueueArgs(mq.Name, vh.name, args)
 	if aerr != nil {
-		return aerr
+		return nil, aerr
 	}
 	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
-	if err := q.openStorage(); err != nil {
-		return fmt.Errorf("queue %q: %w", mq.Name, err)
-	}
 	vh.queues[mq.Name] = q
-	return nil
+	return q, nil
+}
+
+// openQueueStorage opens the indexes of recovered queues on a bounded pool
+// of goroutines: after a crash each index is scanned, and queues recover in
+// parallel rather than one after another.
+func openQueueStorage(queues []*Queue) error {
+	workers := min(len(queues), 2*runtime.GOMAXPROCS(0))
+	next := make(chan *Queue)
+	errs := make(chan error, len(queues))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for q := range next {
+				if err := q.openStorage(); err != nil {
+					errs <- fmt.Errorf("queue %q: %w", q.name, err)
+				}
+			}
+		}()
+	}
+	for _, q := range queues {
+		next <- q
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
 }
 
 func (s *Server) loadBinding(b metaBinding) error {

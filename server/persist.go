@@ -28,6 +28,8 @@ type vhostStorage struct {
 	cfg   *Config
 	log   *slog.Logger
 	store *msgstore.Store
+	// policy is the vhost's flush policy: Config.VhostFlush, else Config.Flush.
+	policy msgstore.FlushPolicy
 
 	mu      sync.Mutex
 	dirty   map[*Queue]struct{}
@@ -65,7 +67,11 @@ func dirName(name string) string {
 func openVhostStorage(dataDir, vhost string, cfg *Config, log *slog.Logger) (*vhostStorage, error) {
 	dir := filepath.Join(dataDir, "vhosts", dirName(vhost))
 	scfg := msgstore.DefaultConfig(filepath.Join(dir, "msgstore"))
-	scfg.Flush = cfg.Flush
+	policy := cfg.Flush
+	if p, ok := cfg.VhostFlush[vhost]; ok {
+		policy = p
+	}
+	scfg.Flush = policy
 	scfg.FlushInterval = cfg.FlushInterval
 	scfg.FlushMessages = cfg.FlushMessages
 	if cfg.SegmentSize > 0 {
@@ -77,7 +83,7 @@ func openVhostStorage(dataDir, vhost string, cfg *Config, log *slog.Logger) (*vh
 		return nil, fmt.Errorf("opening message store of vhost %q: %w", vhost, err)
 	}
 	v := &vhostStorage{
-		vhost: vhost, dir: dir, cfg: cfg, log: log, store: store,
+		vhost: vhost, dir: dir, cfg: cfg, policy: policy, log: log, store: store,
 		dirty: make(map[*Queue]struct{}), synced: make(map[*Queue]struct{}),
 		kick: make(chan struct{}, 1), quit: make(chan struct{}),
 	}
@@ -95,7 +101,7 @@ func (v *vhostStorage) queueDir(queue string) string {
 func (v *vhostStorage) openIndex(queue string) (*queueindex.Index, queueindex.Recovered, error) {
 	cfg := queueindex.DefaultConfig()
 	cfg.Dir = v.queueDir(queue)
-	cfg.Sync = v.cfg.Flush == msgstore.FlushFsync
+	cfg.Sync = v.policy == msgstore.FlushFsync
 	cfg.Logger = v.log
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, queueindex.Recovered{}, err
@@ -131,7 +137,7 @@ func (v *vhostStorage) signal() {
 func (v *vhostStorage) commitLoop() {
 	defer v.wg.Done()
 	var tick <-chan time.Time
-	if v.cfg.Flush == msgstore.FlushInterval || v.cfg.Flush == msgstore.FlushMessages {
+	if v.policy == msgstore.FlushInterval || v.policy == msgstore.FlushMessages {
 		t := time.NewTicker(v.cfg.FlushInterval)
 		defer t.Stop()
 		tick = t.C
@@ -159,7 +165,7 @@ func (v *vhostStorage) round() {
 		return
 	}
 	var err error
-	if v.cfg.Flush == msgstore.FlushFsync {
+	if v.policy == msgstore.FlushFsync {
 		err = v.store.Sync()
 	}
 	for q := range dirty {
@@ -170,7 +176,7 @@ func (v *vhostStorage) round() {
 	if err != nil {
 		v.log.Error("commit round failed: confirms are nacked", "err", err)
 	}
-	if v.cfg.Flush != msgstore.FlushFsync {
+	if v.policy != msgstore.FlushFsync {
 		v.mu.Lock()
 		for q := range dirty {
 			v.synced[q] = struct{}{}
@@ -310,4 +316,23 @@ func (s *Server) recoverStorage(started time.Time) error {
 			"seconds", time.Since(started).Seconds(), "store", rec)
 	}
 	return nil
+}
+
+// StorageStats describes a vhost's message store for the management API.
+type StorageStats struct {
+	msgstore.Stats
+	// FlushPolicy is the vhost's policy and Guarantee what a confirm means
+	// under it.
+	FlushPolicy string
+	Guarantee   string
+}
+
+// StorageStats returns the vhost's message store statistics; ok is false
+// when the server keeps no data on disk.
+func (vh *Vhost) StorageStats() (StorageStats, bool) {
+	if vh.storage == nil {
+		return StorageStats{}, false
+	}
+	p := vh.storage.policy
+	return StorageStats{Stats: vh.storage.store.Stats(), FlushPolicy: p.String(), Guarantee: p.DurableMeaning()}, true
 }

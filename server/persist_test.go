@@ -6,6 +6,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/msgstore"
 )
 
 // publishConfirmed publishes n messages and waits for every confirm.
@@ -145,5 +147,28 @@ func TestPurgeAndDeleteReleaseStoredMessages(t *testing.T) {
 	must(t, err)
 	if st := store.Stats(); st.LiveMessages != 0 {
 		t.Fatalf("after delete %d live records", st.LiveMessages)
+	}
+}
+
+func TestVhostFlushPolicyAndStoreStats(t *testing.T) {
+	ts := startServer(t, func(c *Config) {
+		c.Vhosts = []string{"fast"}
+		c.VhostFlush = map[string]msgstore.FlushPolicy{"fast": msgstore.FlushOS}
+	})
+	def, ok := ts.Vhost("/").StorageStats()
+	if !ok || def.FlushPolicy != "fsync" {
+		t.Fatalf("default vhost: %+v", def)
+	}
+	fast, ok := ts.Vhost("fast").StorageStats()
+	if !ok || fast.FlushPolicy != "os" || fast.Guarantee == def.Guarantee {
+		t.Fatalf("overridden vhost: %+v", fast)
+	}
+	_, ch := ts.channel(t)
+	_, err := ch.QueueDeclare("d", true, false, false, false, nil)
+	must(t, err)
+	publishConfirmed(t, ch, "d", 10, true, "x")
+	st, _ := ts.Vhost("/").StorageStats()
+	if st.LiveMessages != 10 || st.LiveBytes == 0 || st.Segments != 1 {
+		t.Fatalf("store stats after 10 persistent messages: %+v", st)
 	}
 }

@@ -135,6 +135,16 @@ func toServerConfig(v *viper.Viper) (server.Config, error) {
 		return cfg, fmt.Errorf("flush-policy: %w", err)
 	}
 	cfg.Flush = flush
+	for vh, name := range v.GetStringMapString("vhost-flush-policies") {
+		p, err := msgstore.ParseFlushPolicy(name)
+		if err != nil {
+			return cfg, fmt.Errorf("vhost-flush-policies[%s]: %w", vh, err)
+		}
+		if cfg.VhostFlush == nil {
+			cfg.VhostFlush = make(map[string]msgstore.FlushPolicy)
+		}
+		cfg.VhostFlush[vh] = p
+	}
 	cfg.FlushInterval = v.GetDuration("flush-interval")
 	cfg.FlushMessages = v.GetInt("flush-messages")
 	cfg.SegmentSize = v.GetInt64("segment-size")

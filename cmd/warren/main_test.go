@@ -13,6 +13,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/msgstore"
 )
 
 func TestVersionFlag(t *testing.T) {
@@ -32,6 +34,8 @@ func TestConfigPrecedence(t *testing.T) {
 frame-max: 65536
 heartbeat: 30s
 vhosts: [orders]
+vhost-flush-policies:
+  orders: os
 users:
   - name: app
     password: pw
@@ -55,6 +59,9 @@ users:
 	}
 	if cfg.Heartbeat != 5*time.Second {
 		t.Errorf("flag should beat the file: %s", cfg.Heartbeat)
+	}
+	if cfg.VhostFlush["orders"] != msgstore.FlushOS {
+		t.Errorf("vhost flush policy %v", cfg.VhostFlush)
 	}
 	if len(cfg.Vhosts) != 1 || cfg.Vhosts[0] != "orders" {
 		t.Errorf("vhosts %v", cfg.Vhosts)
