@@ -280,6 +280,9 @@ func (v *vhostStorage) rebuildRefs(queues []*Queue) error {
 // next start reads no message bodies and scans no segments.
 func (s *Server) shutdownStorage() {
 	for _, vh := range s.Vhosts() {
+		for _, q := range vh.Queues() {
+			q.stopTimers() // no expiry may touch a store that is closing
+		}
 		if vh.storage == nil {
 			continue
 		}

@@ -622,6 +622,18 @@ func (q *Queue) checkUnused() {
 	q.vhost.removeQueue(q)
 }
 
+// stopTimers stops the queue's TTL and x-expires timers (server shutdown).
+func (q *Queue) stopTimers() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ttlTimer != nil {
+		q.ttlTimer.Stop()
+	}
+	if q.expiryTimer != nil {
+		q.expiryTimer.Stop()
+	}
+}
+
 // markDeleted stops the queue and returns its consumers (for cancel
 // notifications) and the number of ready messages it held.
 func (q *Queue) markDeleted() ([]*consumer, int) {
