@@ -108,10 +108,10 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	if ex.name == "" && ch.conn.srv.deliverReply(m) {
 		routed = true
 	}
-	queues := ch.router.route(ex, m)
+	queues, sp := publishToStreams(ch.router.route(ex, m), m)
 	res := enqueueAll(ch.conn.vhost, m, queues, m.ttl)
 	clear(ch.router.queues)
-	if res.routed {
+	if res.routed || sp.routed() {
 		routed = true
 	}
 	if routed {
@@ -122,8 +122,10 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	ch.stats.unroutable(routed, mandatory)
 	if ch.confirm {
 		switch {
-		case res.rejected:
+		case res.rejected || sp.failed:
 			ch.settleConfirm(seq, confirmNack)
+		case len(sp.logs) > 0:
+			ch.awaitStreams(seq, sp, res.stored)
 		case res.stored:
 			ch.confirms.add(seq, confirmWaiting)
 			ch.conn.vhost.storage.await(ch, seq)
@@ -338,6 +340,9 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) *amqp.Error {
 	if perr != nil {
 		return perr
 	}
+	if q.qa.stream != nil {
+		return ch.consumeStream(q, m, tag, prio)
+	}
 	c := &consumer{tag: tag, ch: ch, q: q, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.consumerPrefetch, args: m.Arguments, priority: prio}
 	ch.cmu.Lock()
 	ch.consumers[tag] = c
@@ -363,6 +368,9 @@ func (ch *channel) basicCancel(m *amqp.BasicCancel) *amqp.Error {
 	c := ch.consumers[m.ConsumerTag]
 	delete(ch.consumers, m.ConsumerTag)
 	ch.cmu.Unlock()
+	if c != nil && c.q.qa.stream != nil {
+		ch.cancelStream(c)
+	}
 	if c != nil && c.q.removeConsumer(c) {
 		c.q.vhost.removeQueue(c.q)
 	}
@@ -392,6 +400,9 @@ func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
 	q, err := ch.readableQueue(m.Queue, m.ID())
 	if err != nil {
 		return err
+	}
+	if q.qa.stream != nil {
+		return amqp.NewError(amqp.NotImplemented, m.ID(), "basic.get not supported by stream queues %s", describeQueue(q.name, q.vhost.name))
 	}
 	q.touch()
 	// The queue lock is held across take and write so a concurrent delivery of a
@@ -456,6 +467,10 @@ func (ch *channel) settle(method uint32, tag uint64, multiple bool, kind settleK
 	}
 	ch.stats.settled(kind, len(ds))
 	ch.scratch = ds
+	if kind != settleAck && hasStreamDelivery(ds) {
+		ch.applySettle(ds, kind) // returns the credit; the channel is closing
+		return amqp.NewError(amqp.NotImplemented, method, "basic.nack and basic.reject not supported by stream queues")
+	}
 	if ch.tx != nil {
 		ch.tx.settles = append(ch.tx.settles, txSettle{kind: kind, ds: append([]delivery(nil), ds...)})
 		return nil
@@ -475,7 +490,9 @@ func (ch *channel) applySettle(ds []delivery, kind settleKind) {
 		}
 		run := ds[i:j]
 		ch.releaseGlobal(run)
-		if kind == settleRequeue {
+		if run[0].q.qa.stream != nil {
+			ch.settleStream(run, kind)
+		} else if kind == settleRequeue {
 			run[0].q.requeue(run)
 		} else {
 			run[0].q.settle(run, kind == settleDrop)

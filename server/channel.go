@@ -96,7 +96,9 @@ func (ch *channel) handleFrame(f amqp.Frame) error {
 		}
 		err = ch.handleMethod(f.Payload)
 	case amqp.TypeHeader:
-		err = ch.handleHeader(f.Payload)
+		if err = ch.headersTableError(f.Payload); err == nil {
+			err = ch.handleHeader(f.Payload)
+		}
 	case amqp.TypeBody:
 		err = ch.handleBody(f.Payload)
 	}
@@ -133,6 +135,10 @@ func (ch *channel) shutdown() {
 	}
 	ch.cmu.Unlock()
 	for _, c := range cs {
+		if c.q.qa.stream != nil {
+			ch.cancelStream(c) // stops its reader now rather than at its next poll
+			continue
+		}
 		if c.q.removeConsumer(c) {
 			c.q.vhost.removeQueue(c.q)
 		}
@@ -163,6 +169,9 @@ func (ch *channel) handleMethod(payload []byte) *amqp.Error {
 	m, err := amqp.DecodeMethod(payload)
 	if err != nil {
 		return methodDecodeError(payload, err)
+	}
+	if err := ch.methodTableError(m); err != nil {
+		return err
 	}
 	return ch.dispatch(m)
 }
@@ -208,6 +217,9 @@ func (ch *channel) dispatch(m amqp.Method) *amqp.Error {
 	case *amqp.BasicQos:
 		return ch.basicQos(m)
 	case *amqp.BasicConsume:
+		if err := ch.consumerLimitError(); err != nil {
+			return err
+		}
 		return ch.basicConsume(m)
 	case *amqp.BasicCancel:
 		return ch.basicCancel(m)

@@ -39,6 +39,56 @@ type Config struct {
 	// Use "127.0.0.1:0" in tests for a free port.
 	AMQPListen string
 
+	// AMQPSListen is the TCP address of the AMQP-over-TLS listener, e.g.
+	// "0.0.0.0:5671" (RabbitMQ's port). Empty, the default, disables it; when
+	// set, TLSCertFile and TLSKeyFile are required.
+	AMQPSListen string
+
+	// TLSCertFile and TLSKeyFile are the PEM server certificate (chain) and
+	// private key used by the AMQPS listener.
+	TLSCertFile string
+	TLSKeyFile  string
+
+	// TLSCAFile is a PEM bundle of the authorities whose client certificates
+	// are trusted. Required when TLSVerifyPeer is set.
+	TLSCAFile string
+
+	// TLSVerifyPeer asks clients for a certificate and verifies any they
+	// present against TLSCAFile (RabbitMQ's verify_peer). A connection with
+	// a verified certificate may log in with the EXTERNAL mechanism.
+	TLSVerifyPeer bool
+
+	// TLSFailIfNoPeerCert refuses TLS clients without a valid certificate
+	// (RabbitMQ's fail_if_no_peer_cert). Requires TLSVerifyPeer.
+	TLSFailIfNoPeerCert bool
+
+	// MaxConnections caps the client sockets of the node, handshaking ones
+	// included; sockets beyond it are closed right after accept, so a flood
+	// costs existing connections nothing. 0, the default, is unlimited, as
+	// RabbitMQ's connection_max.
+	MaxConnections int
+
+	// MaxConnectionsPerVhost caps the open connections of every vhost; the
+	// next connection.open is refused with 530 NOT_ALLOWED, as RabbitMQ's
+	// max-connections vhost limit does. 0, the default, is unlimited.
+	MaxConnectionsPerVhost int
+
+	// MaxQueuesPerVhost caps the queues of every vhost; a queue.declare that
+	// would create one more fails with 406 PRECONDITION_FAILED, as RabbitMQ's
+	// max-queues vhost limit does. 0, the default, is unlimited.
+	MaxQueuesPerVhost int
+
+	// MaxConsumersPerChannel caps the consumers of one channel; basic.consume
+	// beyond it closes the connection with 530 NOT_ALLOWED, as RabbitMQ's
+	// consumer_max_per_channel. 0, the default, is unlimited.
+	MaxConsumersPerChannel int
+
+	// MaxFieldTableSize caps, in bytes, the encoded size of a method's
+	// arguments table and of a message's headers table; a larger one closes
+	// the channel with 406 PRECONDITION_FAILED. 0, the default, leaves them
+	// bounded by the frame and message size only, as in RabbitMQ.
+	MaxFieldTableSize int
+
 	// DataDir holds all persistent state. Unused by the in-memory core.
 	DataDir string
 
@@ -173,6 +223,7 @@ func (c *Config) Validate() error {
 	} else if _, _, err := net.SplitHostPort(c.AMQPListen); err != nil {
 		errs = append(errs, fmt.Errorf("AMQPListen %q: %w", c.AMQPListen, err))
 	}
+	errs = append(errs, c.validateTLSAndLimits()...)
 	if c.FrameMax < 4096 {
 		errs = append(errs, fmt.Errorf("FrameMax %d is below the protocol minimum 4096", c.FrameMax))
 	}

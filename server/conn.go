@@ -37,6 +37,12 @@ type conn struct {
 	heartbeat   time.Duration
 	clientCaps  amqp.Table
 	clientProps amqp.Table
+	// peerCN is the subject CN of a verified TLS client certificate, and
+	// externalOK whether EXTERNAL is offered (tls.go).
+	peerCN     string
+	externalOK bool
+	// vhostSlot is the vhost this connection is counted against (limits.go).
+	vhostSlot *Vhost
 
 	// Reader-owned state.
 	channels  map[uint16]*channel
@@ -112,6 +118,7 @@ func (c *conn) serve() {
 		return // the server is closing
 	}
 	defer c.srv.unregisterConn(c)
+	defer c.releaseVhostSlot()
 	if err := c.handshake(); err != nil {
 		if !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !c.forced() {
 			c.log.Info("handshake failed", "err", err)

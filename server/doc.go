@@ -12,6 +12,18 @@
 // the connection closes the channel for soft codes and the whole connection for
 // hard ones, as the specification classes them. Texts follow RabbitMQ's.
 //
+// The AMQPS listener (tls.go) wraps the same connection code in TLS 1.2 (ECDHE
+// AEAD suites only) or 1.3; the TLS handshake runs inside the AMQP handshake
+// deadline. EXTERNAL is offered only to a TLS client whose certificate was
+// verified, and logs it in as the certificate's subject CN.
+//
+// Limits (limits.go) follow RabbitMQ's codes and texts: sockets beyond
+// MaxConnections are closed right after accept, before any goroutine or
+// handshake exists; MaxConnectionsPerVhost refuses connection.open with 530;
+// MaxQueuesPerVhost fails queue.declare with 406; MaxConsumersPerChannel
+// closes the connection with 530; MaxFieldTableSize closes the channel with
+// 406. All default to unlimited.
+//
 // Invariants:
 //   - A queue's messages reach the wire in queue order, and a channel's delivery
 //     tags reach the wire in increasing order (tags are assigned and frames
@@ -20,6 +32,9 @@
 //   - A requeued message returns to its original position with redelivered set.
 //
 // Caveats:
+//   - MaxConnections counts sockets still in their handshake too, so a flood
+//     of idle sockets can hold every slot for up to HandshakeTimeout.
+//   - TLS certificates are read once at New; replacing them needs a restart.
 //   - Queues hold messages in memory; persistence, paging and durable
 //     definitions arrive with the msgstore and queueindex integration.
 //   - The default user guest may connect only from loopback, as in RabbitMQ.

@@ -31,6 +31,9 @@ func (c *conn) handshake() error {
 	if err := c.nc.SetDeadline(c.handshakeDeadline); err != nil {
 		return err
 	}
+	if err := c.startTLSHandshake(); err != nil {
+		return err
+	}
 	var hdr [8]byte
 	if _, err := io.ReadFull(c.nc, hdr[:]); err != nil {
 		return fmt.Errorf("reading protocol header: %w", err)
@@ -51,7 +54,7 @@ func (c *conn) handshake() error {
 			"cluster_name": "warren",
 			"capabilities": serverCapabilities,
 		},
-		Mechanisms: []byte("PLAIN AMQPLAIN"),
+		Mechanisms: c.mechanisms(),
 		Locales:    []byte("en_US"),
 	}
 	if err := c.writeDirect(start); err != nil {
@@ -128,6 +131,8 @@ func (c *conn) authenticate(so *amqp.ConnectionStartOk) error {
 		user, pass, ok = parsePlain(so.Response)
 	case "AMQPLAIN":
 		user, pass, ok = parseAMQPLain(so.Response)
+	case "EXTERNAL":
+		return c.authenticateExternal(so)
 	default:
 		return c.refuse(amqp.NewError(amqp.CommandInvalid, so.ID(), "unknown authentication mechanism '%s'", so.Mechanism))
 	}
@@ -156,6 +161,9 @@ func (c *conn) openVhost(name string) error {
 	}
 	if c.srv.users.permission(c.user.name, name) == nil {
 		return c.refuse(amqp.NewError(amqp.NotAllowed, open, "access to vhost '%s' refused for user '%s'", name, c.user.name))
+	}
+	if err := c.reserveVhostSlot(vh); err != nil {
+		return c.refuse(err)
 	}
 	c.vhost = vh
 	return nil

@@ -17,6 +17,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	fail := func(err error) (bool, error) { return false, fmt.Errorf("%w: %v", ErrMetaUnreadable, err) }
 	err = metaEach(s.meta, bucketVhosts, func(v metaVhost) error {
 		vh := newVhost(v.Name, s.meta, s.log.With("vhost", v.Name))
+		vh.maxQueues = s.cfg.MaxQueuesPerVhost
 		if err := s.openVhostStorage(vh); err != nil {
 			return err
 		}
@@ -66,7 +67,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	var loaded []*Queue
 	err = metaEach(s.meta, bucketQueues, func(mq metaQueue) error {
 		q, err := s.loadQueue(mq)
-		if err == nil {
+		if err == nil && q.qa.stream == nil { // a stream opened its log already
 			loaded = append(loaded, q)
 		}
 		return err
@@ -105,6 +106,11 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 		return nil, aerr
 	}
 	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
+	if qa.stream != nil {
+		if err := openStream(s, q); err != nil {
+			return nil, fmt.Errorf("queue %q: %w", mq.Name, err)
+		}
+	}
 	vh.queues[mq.Name] = q
 	return q, nil
 }

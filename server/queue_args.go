@@ -32,6 +32,7 @@ type queueArgs struct {
 	dedup           bool
 	dedupCacheSize  int
 	dedupCacheTTL   time.Duration
+	stream          *streamArgs // set for x-queue-type=stream (stream_args.go)
 }
 
 // argError is a 406 naming the offending argument, worded as RabbitMQ does.
@@ -160,8 +161,15 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueArgs, *amqp.Error
 	}
 	if v, ok := args["x-queue-type"]; ok {
 		s, _ := v.(string)
-		if s != "classic" && s != "quorum" {
+		if s != "classic" && s != "quorum" && s != "stream" {
 			return qa, argError(name, vhost, "x-queue-type", "{unacceptable_value,<<\"%v\">>}", v)
+		}
+		if s == "stream" {
+			sa, err := parseStreamArgs(name, vhost, args)
+			if err != nil {
+				return qa, err
+			}
+			qa.stream = &sa
 		}
 	}
 	if v, ok := args["x-message-deduplication"]; ok {

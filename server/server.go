@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,14 +18,16 @@ import (
 // Server is a Warren broker node: the AMQP listener, vhosts and users.
 //
 // Lock order: Server.mu → Vhost.mu → Exchange.mu; Queue.mu → channel.umu →
-// outbox.mu. users.mu and alarms.mu are leaves. See LOCKS.md.
+// outbox.mu. users.mu, alarms.mu and limitsMu are leaves. See LOCKS.md.
 type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	ln   net.Listener
-	quit chan struct{} // closed by Close
-	wg   sync.WaitGroup
+	ln      net.Listener
+	amqpsLn net.Listener  // nil unless Config.AMQPSListen is set
+	tls     *tls.Config   // from Config's TLS files; nil without a certificate
+	quit    chan struct{} // closed by Close
+	wg      sync.WaitGroup
 
 	mu     sync.RWMutex
 	vhosts map[string]*Vhost
@@ -38,6 +41,14 @@ type Server struct {
 	// admin is the management API's state: cluster name, topic permissions,
 	// the channel registry and closed channels' counters (admin.go).
 	admin adminState
+
+	// Limits (limits.go): sockets counts admitted sockets for MaxConnections;
+	// limitsMu guards vhostConns, the open connections per vhost.
+	sockets        atomic.Int64
+	refusedSockets atomic.Uint64
+	refusedLogged  atomic.Int64 // unix nanos of the last refusal log line
+	limitsMu       sync.Mutex
+	vhostConns     map[*Vhost]int
 
 	watermark atomic.Uint64
 	diskLimit atomic.Uint64
@@ -55,6 +66,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, quit: make(chan struct{}),
 		vhosts: make(map[string]*Vhost), conns: make(map[uint64]*conn), users: newUsers(),
+		vhostConns: make(map[*Vhost]int),
+	}
+	if err := s.loadTLS(); err != nil {
+		return nil, err
 	}
 	s.watermark.Store(cfg.MemoryHighWatermark)
 	s.diskLimit.Store(cfg.DiskFreeLimit)
@@ -136,23 +151,45 @@ func (s *Server) closeMeta() {
 	}
 }
 
-// Start listens on Config.AMQPListen and serves connections in the background.
+// Start listens on Config.AMQPListen, and Config.AMQPSListen when set, and
+// serves connections in the background. Both listeners share the connection
+// code; TLS only wraps the socket.
 func (s *Server) Start() error {
 	ln, err := net.Listen("tcp", s.cfg.AMQPListen)
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", s.cfg.AMQPListen, err)
 	}
+	if s.cfg.AMQPSListen != "" {
+		tln, err := net.Listen("tcp", s.cfg.AMQPSListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("server: listen %s: %w", s.cfg.AMQPSListen, err)
+		}
+		s.amqpsLn = tls.NewListener(tln, s.tls)
+		s.log.Info("AMQPS listener started", "addr", tln.Addr().String())
+	}
 	s.ln = ln
 	s.log.Info("AMQP listener started", "addr", ln.Addr().String())
 	s.coarse.Store(nowMillis())
 	s.goFunc(s.tickClock)
-	s.goFunc(s.acceptLoop)
+	s.goFunc(func() { s.acceptLoop(ln) })
+	if s.amqpsLn != nil {
+		s.goFunc(func() { s.acceptLoop(s.amqpsLn) })
+	}
 	s.goFunc(s.resourceMonitor)
 	return nil
 }
 
 // Addr returns the listener's address (useful with port 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// AMQPSAddr returns the TLS listener's address, or nil when it is off.
+func (s *Server) AMQPSAddr() net.Addr {
+	if s.amqpsLn == nil {
+		return nil
+	}
+	return s.amqpsLn.Addr()
+}
 
 // goFunc runs f on a goroutine tracked by the server's WaitGroup.
 func (s *Server) goFunc(f func()) {
@@ -163,10 +200,12 @@ func (s *Server) goFunc(f func()) {
 	}()
 }
 
-func (s *Server) acceptLoop() {
+// acceptLoop serves ln until it is closed. Sockets beyond MaxConnections are
+// closed at once.
+func (s *Server) acceptLoop(ln net.Listener) {
 	var backoff time.Duration
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			select {
 			case <-s.quit:
@@ -187,8 +226,15 @@ func (s *Server) acceptLoop() {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true) // best effort: the default is already on
 		}
+		if !s.admitSocket() {
+			s.refuseSocket(nc)
+			continue
+		}
 		c := newConn(s, nc, s.nextID.Add(1))
-		s.goFunc(c.serve)
+		s.goFunc(func() {
+			defer s.releaseSocket()
+			c.serve()
+		})
 	}
 }
 
@@ -218,6 +264,9 @@ func (s *Server) Close() error {
 		close(s.quit)
 		if s.ln != nil {
 			err = s.ln.Close()
+		}
+		if s.amqpsLn != nil {
+			err = errors.Join(err, s.amqpsLn.Close())
 		}
 		s.mu.Lock()
 		s.closing = true
@@ -309,6 +358,7 @@ func (s *Server) addVhost(name string) (*Vhost, error) {
 		}
 	}
 	vh := newVhost(name, s.meta, s.log.With("vhost", name))
+	vh.maxQueues = s.cfg.MaxQueuesPerVhost
 	if err := s.openVhostStorage(vh); err != nil {
 		return nil, err
 	}

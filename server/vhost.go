@@ -41,8 +41,12 @@ type Vhost struct {
 	mu        sync.RWMutex
 	exchanges map[string]*Exchange
 	queues    map[string]*Queue
+	// maxQueues is Config.MaxQueuesPerVhost, set at creation; 0 is unlimited.
+	maxQueues int
 
 	adm vhostAdmin // metadata and policies (policy.go)
+
+	streams streamTable // stream queues' logs (stream.go)
 }
 
 func newVhost(name string, meta *metaStore, log *slog.Logger) *Vhost {
@@ -451,6 +455,9 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 	if strings.HasPrefix(name, "amq.") && m.Queue != "" {
 		return nil, amqp.NewError(amqp.AccessRefused, methodQueueDeclare, "queue name '%s' contains reserved prefix 'amq.*'", name)
 	}
+	if err := vh.queueLimitError(name); err != nil {
+		return nil, err
+	}
 	qa, aerr := parseQueueArgs(name, vh.name, m.Arguments)
 	if aerr != nil {
 		return nil, aerr
@@ -460,8 +467,13 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 	if m.Exclusive {
 		owner = c
 	}
+	if qa.stream != nil {
+		if err := checkStreamDeclare(vh, name, m); err != nil {
+			return nil, err
+		}
+	}
 	q = newQueue(vh, name, m.Durable, m.Exclusive, m.AutoDelete, m.Arguments, qa, owner)
-	if err := q.openStorage(); err != nil {
+	if err := openDurableStorage(c, q); err != nil {
 		return nil, amqp.NewError(amqp.InternalError, methodQueueDeclare, "could not create the queue's index: %v", err)
 	}
 	if isDurable(q) && vh.meta != nil {
@@ -470,6 +482,7 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 		})
 		if err != nil {
 			q.markDeleted()
+			closeStream(q, true)
 			return nil, metaFailure(methodQueueDeclare, err)
 		}
 	}
@@ -533,6 +546,7 @@ func (vh *Vhost) removeQueueLocked(q *Queue) ([]*consumer, int) {
 		vh.metaDelete(bucketQueues, metaKey(vh.name, q.name))
 		vh.metaDelete(bucketBindings, metaKeys...)
 	}
+	closeStream(q, true)
 	return q.markDeleted()
 }
 

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"encoding/binary"
+	"net"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// Resource limits (Config.Max*). Each check is O(1) on its path and takes at
+// most a leaf lock (limitsMu), so limits cost nothing to connections that do
+// not hit them.
+
+// refusedLogEvery spaces the log lines about sockets refused over
+// MaxConnections, so a flood is logged about once a second, not per socket.
+const refusedLogEvery = time.Second
+
+// admitSocket counts an accepted socket against MaxConnections and reports
+// whether it may be served. Every admitted socket must be released with
+// releaseSocket.
+func (s *Server) admitSocket() bool {
+	n := s.sockets.Add(1)
+	if max := s.cfg.MaxConnections; max > 0 && n > int64(max) {
+		s.sockets.Add(-1)
+		return false
+	}
+	return true
+}
+
+// releaseSocket undoes admitSocket when the connection's reader finishes.
+func (s *Server) releaseSocket() { s.sockets.Add(-1) }
+
+// refuseSocket closes a socket accepted beyond MaxConnections at once: no
+// goroutine, no handshake, so existing connections are not slowed.
+func (s *Server) refuseSocket(nc net.Conn) {
+	if err := nc.Close(); err != nil {
+		s.log.Debug("closing refused socket", "err", err)
+	}
+	total := s.refusedSockets.Add(1)
+	now := time.Now().UnixNano()
+	last := s.refusedLogged.Load()
+	if now-last >= int64(refusedLogEvery) && s.refusedLogged.CompareAndSwap(last, now) {
+		s.log.Warn("refusing connections: node connection limit is reached",
+			"limit", s.cfg.MaxConnections, "peer", nc.RemoteAddr().String(), "refused_total", total)
+	}
+}
+
+// RefusedConnections returns how many sockets were closed because the node
+// connection limit was reached.
+func (s *Server) RefusedConnections() uint64 { return s.refusedSockets.Load() }
+
+// reserveVhostSlot counts the connection against its vhost's
+// MaxConnectionsPerVhost at connection.open; RabbitMQ refuses with 530 and
+// the text below.
+func (c *conn) reserveVhostSlot(vh *Vhost) *amqp.Error {
+	s := c.srv
+	s.limitsMu.Lock()
+	defer s.limitsMu.Unlock()
+	if max := s.cfg.MaxConnectionsPerVhost; max > 0 && s.vhostConns[vh] >= max {
+		return amqp.NewError(amqp.NotAllowed, (&amqp.ConnectionOpen{}).ID(),
+			"access to vhost '%s' refused for user '%s': connection limit (%d) is reached", vh.name, c.user.name, max)
+	}
+	s.vhostConns[vh]++
+	c.vhostSlot = vh
+	return nil
+}
+
+// releaseVhostSlot undoes reserveVhostSlot when the connection ends.
+func (c *conn) releaseVhostSlot() {
+	if c.vhostSlot == nil {
+		return
+	}
+	s := c.srv
+	s.limitsMu.Lock()
+	if s.vhostConns[c.vhostSlot]--; s.vhostConns[c.vhostSlot] <= 0 {
+		delete(s.vhostConns, c.vhostSlot) // bound the map by live vhosts in use
+	}
+	s.limitsMu.Unlock()
+	c.vhostSlot = nil
+}
+
+// queueLimitError enforces MaxQueuesPerVhost before a queue is created, with
+// RabbitMQ's text. The caller holds vh.mu.
+func (vh *Vhost) queueLimitError(name string) *amqp.Error {
+	if vh.maxQueues > 0 && len(vh.queues) >= vh.maxQueues {
+		return amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
+			"cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, vh.name, vh.maxQueues)
+	}
+	return nil
+}
+
+// consumerLimitError enforces MaxConsumersPerChannel at basic.consume with
+// RabbitMQ's 530 and text.
+func (ch *channel) consumerLimitError() *amqp.Error {
+	max := ch.conn.srv.cfg.MaxConsumersPerChannel
+	if max <= 0 {
+		return nil
+	}
+	ch.cmu.Lock()
+	n := len(ch.consumers)
+	ch.cmu.Unlock()
+	if n >= max {
+		return amqp.NewError(amqp.NotAllowed, methodBasicConsume, "reached maximum (%d) of consumers per channel", max)
+	}
+	return nil
+}
+
+// methodTableError enforces MaxFieldTableSize on a method's arguments table.
+// Methods are re-encoded only when a limit is set and they carry a table.
+func (ch *channel) methodTableError(m amqp.Method) *amqp.Error {
+	max := ch.conn.srv.cfg.MaxFieldTableSize
+	if max <= 0 {
+		return nil
+	}
+	var args amqp.Table
+	switch m := m.(type) {
+	case *amqp.ExchangeDeclare:
+		args = m.Arguments
+	case *amqp.ExchangeBind:
+		args = m.Arguments
+	case *amqp.ExchangeUnbind:
+		args = m.Arguments
+	case *amqp.QueueDeclare:
+		args = m.Arguments
+	case *amqp.QueueBind:
+		args = m.Arguments
+	case *amqp.QueueUnbind:
+		args = m.Arguments
+	case *amqp.BasicConsume:
+		args = m.Arguments
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	if n := len(amqp.AppendTable(nil, args)) - 4; n > max {
+		return amqp.NewError(amqp.PreconditionFailed, m.ID(),
+			"arguments table of %d bytes exceeds the limit of %d bytes", n, max)
+	}
+	return nil
+}
+
+// headersTableError enforces MaxFieldTableSize on the headers property of a
+// content header frame payload, reading only the table's length prefix.
+func (ch *channel) headersTableError(payload []byte) *amqp.Error {
+	max := ch.conn.srv.cfg.MaxFieldTableSize
+	if max <= 0 || !ch.pubActive || ch.pubHeader || len(payload) < 12 {
+		return nil // handleHeader reports malformed or unexpected frames
+	}
+	if n, ok := headersTableLen(payload[12:]); ok && n > max {
+		ch.pubActive = false
+		return amqp.NewError(amqp.PreconditionFailed, methodBasicPublish,
+			"headers table of %d bytes exceeds the limit of %d bytes", n, max)
+	}
+	return nil
+}
+
+// headersTableLen returns the byte length of the headers table in raw basic
+// properties, and whether the property is present and its length readable.
+// The headers follow content-type and content-encoding (both shortstr).
+func headersTableLen(props []byte) (int, bool) {
+	if len(props) < 2 {
+		return 0, false
+	}
+	flags := binary.BigEndian.Uint16(props)
+	if flags&amqp.FlagHeaders == 0 {
+		return 0, false
+	}
+	off := 2
+	for cont := flags; cont&1 != 0; { // continuation flag words
+		if off+2 > len(props) {
+			return 0, false
+		}
+		cont = binary.BigEndian.Uint16(props[off:])
+		off += 2
+	}
+	for _, f := range []uint16{amqp.FlagContentType, amqp.FlagContentEncoding} {
+		if flags&f == 0 {
+			continue
+		}
+		if off >= len(props) {
+			return 0, false
+		}
+		off += 1 + int(props[off])
+	}
+	if off+4 > len(props) {
+		return 0, false
+	}
+	return int(binary.BigEndian.Uint32(props[off:])), true
+}

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseStreamInterval(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"30m": 30 * time.Minute, "1h": time.Hour, "7D": 7 * 24 * time.Hour, "2s": 2 * time.Second,
+		"1M": 30 * 24 * time.Hour, "1Y": 365 * 24 * time.Hour,
+	} {
+		got, err := parseStreamInterval(in)
+		if err != nil || got != want {
+			t.Errorf("parseStreamInterval(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "m", "10", "10x", "-1h", "1.5h", "99999999999Y"} {
+		if _, err := parseStreamInterval(in); err == nil {
+			t.Errorf("parseStreamInterval(%q) accepted", in)
+		}
+	}
+}
+
+func TestParseStreamOffset(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	at := time.Unix(1_700_000_000, 0)
+	cases := []struct {
+		in   any
+		want streamStart
+	}{
+		{nil, streamStart{kind: streamStartNext}},
+		{"first", streamStart{kind: streamStartFirst}},
+		{"last", streamStart{kind: streamStartLast}},
+		{"next", streamStart{kind: streamStartNext}},
+		{int64(42), streamStart{kind: streamStartOffset, offset: 42}},
+		{int16(7), streamStart{kind: streamStartOffset, offset: 7}},
+		{at, streamStart{kind: streamStartTime, at: at}},
+		{"30m", streamStart{kind: streamStartTime, at: now.Add(-30 * time.Minute)}},
+	}
+	for _, c := range cases {
+		got, err := parseStreamOffset(c.in, now)
+		if err != nil || got.kind != c.want.kind || got.offset != c.want.offset || !got.at.Equal(c.want.at) {
+			t.Errorf("parseStreamOffset(%v) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []any{"yesterday", int64(-1), 1.5, true, []byte("first")} {
+		if _, err := parseStreamOffset(in, now); err == nil {
+			t.Errorf("parseStreamOffset(%v) accepted", in)
+		}
+	}
+}
+
+func FuzzParseStreamOffset(f *testing.F) {
+	for _, s := range []string{"first", "last", "next", "30m", "7D", "1Y", "", "0s", "18446744073709551615h"} {
+		f.Add(s)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := parseStreamOffset(s, now)
+		if err != nil {
+			return
+		}
+		if st.kind == streamStartTime && st.at.After(now) {
+			t.Fatalf("interval %q starts in the future: %v", s, st.at)
+		}
+		d, derr := parseStreamInterval(s)
+		if st.kind == streamStartTime && (derr != nil || d < 0) {
+			t.Fatalf("interval %q accepted by the offset parser but not the interval parser: %v", s, derr)
+		}
+	})
+}
