@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,6 +97,9 @@ func (a *API) Start() error {
 	if err != nil {
 		return fmt.Errorf("mgmt: listen %s: %w", a.cfg.Listen, err)
 	}
+	if a.cfg.TLS != nil {
+		ln = tls.NewListener(ln, a.cfg.TLS)
+	}
 	a.ln = ln
 	a.hs = &http.Server{
 		Handler:           a.Handler(),
@@ -104,7 +108,7 @@ func (a *API) Start() error {
 		IdleTimeout:       a.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
-	a.log.Info("management API listening", "addr", ln.Addr().String())
+	a.log.Info("management API listening", "addr", ln.Addr().String(), "tls", a.cfg.TLS != nil)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()

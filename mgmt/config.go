@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,10 @@ type Config struct {
 	// MaxBodyBytes bounds request bodies (definitions imports are the
 	// largest). Default 64 MiB.
 	MaxBodyBytes int64
+
+	// TLS, when set, makes the API serve HTTPS only, e.g. with
+	// server.Server.TLSConfig(). Nil, the default, serves plain HTTP.
+	TLS *tls.Config
 
 	// UI, when set, serves every path outside /api (the web UI).
 	UI http.Handler
@@ -110,6 +115,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ObjectHistory < 2 || c.ObjectHistory > 1000 {
 		errs = append(errs, fmt.Errorf("ObjectHistory %d out of range 2..1000", c.ObjectHistory))
+	}
+	if c.TLS != nil && len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil {
+		errs = append(errs, errors.New("TLS has no certificate"))
 	}
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("MaxBodyBytes %d below 1 KiB", c.MaxBodyBytes))

@@ -26,8 +26,16 @@ type setting struct {
 var settings = []setting{
 	{"data-dir", "./data", "directory for all persistent state"},
 	{"amqp-listen", "0.0.0.0:5672", "AMQP listener address"},
+	{"amqps-listen", "", "AMQP over TLS listener address, e.g. 0.0.0.0:5671 (empty disables; needs tls-cert and tls-key)"},
+	{"tls-cert", "", "PEM server certificate (chain) for AMQPS and, with mgmt-tls or metrics-tls, HTTPS"},
+	{"tls-key", "", "PEM private key of tls-cert"},
+	{"tls-ca", "", "PEM authorities trusted for client certificates"},
+	{"tls-verify-peer", false, "request and verify AMQPS client certificates (enables the EXTERNAL mechanism; needs tls-ca)"},
+	{"tls-fail-if-no-peer-cert", false, "refuse AMQPS clients without a valid certificate (needs tls-verify-peer)"},
 	{"mgmt-listen", "0.0.0.0:15672", "management HTTP API and web UI address (empty disables)"},
+	{"mgmt-tls", false, "serve the management API over HTTPS with tls-cert and tls-key"},
 	{"metrics-listen", "0.0.0.0:15692", "Prometheus metrics address (empty disables)"},
+	{"metrics-tls", false, "serve Prometheus metrics over HTTPS with tls-cert and tls-key"},
 	{"metrics-per-object", false, "serve per-queue and per-connection metrics at /metrics (always at /metrics/per-object)"},
 	{"node-name", "", "node name in the management API and metrics (default warren@<hostname>)"},
 	{"log-format", "text", "log format: text or json"},
@@ -50,6 +58,11 @@ var settings = []setting{
 	{"segment-size", 64 << 20, "message store segment file size in bytes"},
 	{"queue-head-messages", 2048, "ready messages a durable queue keeps in memory"},
 	{"queue-head-bytes", 8 << 20, "ready message bytes a durable queue keeps in memory"},
+	{"max-connections", 0, "most client sockets of the node; more are closed at accept (0 = unlimited)"},
+	{"max-connections-per-vhost", 0, "most connections of each vhost; more are refused at connection.open with 530 (0 = unlimited)"},
+	{"max-queues-per-vhost", 0, "most queues of each vhost; more fail queue.declare with 406 (0 = unlimited)"},
+	{"max-consumers-per-channel", 0, "most consumers of one channel; more close the connection with 530 (0 = unlimited)"},
+	{"max-field-table-size", 0, "largest method arguments or message headers table in bytes; larger close the channel with 406 (0 = unlimited)"},
 	{"consumer-timeout", 30 * time.Minute, "close a channel whose delivery stays unacknowledged this long (0 disables)"},
 }
 
@@ -115,6 +128,17 @@ func toServerConfig(v *viper.Viper) (server.Config, error) {
 	cfg := server.DefaultConfig()
 	cfg.DataDir = v.GetString("data-dir")
 	cfg.AMQPListen = v.GetString("amqp-listen")
+	cfg.AMQPSListen = v.GetString("amqps-listen")
+	cfg.TLSCertFile = v.GetString("tls-cert")
+	cfg.TLSKeyFile = v.GetString("tls-key")
+	cfg.TLSCAFile = v.GetString("tls-ca")
+	cfg.TLSVerifyPeer = v.GetBool("tls-verify-peer")
+	cfg.TLSFailIfNoPeerCert = v.GetBool("tls-fail-if-no-peer-cert")
+	cfg.MaxConnections = v.GetInt("max-connections")
+	cfg.MaxConnectionsPerVhost = v.GetInt("max-connections-per-vhost")
+	cfg.MaxQueuesPerVhost = v.GetInt("max-queues-per-vhost")
+	cfg.MaxConsumersPerChannel = v.GetInt("max-consumers-per-channel")
+	cfg.MaxFieldTableSize = v.GetInt("max-field-table-size")
 	cfg.FrameMax = v.GetUint32("frame-max")
 	cfg.ChannelMax = uint16(v.GetUint32("channel-max"))
 	if v.GetUint32("channel-max") > 65535 {

@@ -9,6 +9,7 @@ package main
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -90,6 +91,11 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 	if addr := v.GetString("mgmt-listen"); addr != "" {
 		mc := mgmt.DefaultConfig()
 		mc.Listen, mc.Server, mc.Logger, mc.UI = addr, srv, cfg.Logger, ui.Handler()
+		tc, err := httpTLS(srv, v.GetBool("mgmt-tls"), "mgmt-tls")
+		if err != nil {
+			return nil, err
+		}
+		mc.TLS = tc
 		if node != "" {
 			mc.NodeName = node
 		}
@@ -108,6 +114,12 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 		mc.Listen = addr
 		mc.Options.Logger = cfg.Logger
 		mc.Options.PerObject = v.GetBool("metrics-per-object")
+		tc, err := httpTLS(srv, v.GetBool("metrics-tls"), "metrics-tls")
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		mc.TLS = tc
 		if node != "" {
 			mc.Options.NodeName = node
 		}
@@ -129,6 +141,22 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 		cfg.Logger.Info("Prometheus metrics started", "addr", exp.Addr().String())
 	}
 	return stop, nil
+}
+
+// httpTLS returns the TLS configuration of an HTTP listener when on is set:
+// the broker's certificate, without asking browsers and scrapers for client
+// certificates (tls-verify-peer applies to AMQPS only).
+func httpTLS(srv *server.Server, on bool, key string) (*tls.Config, error) {
+	if !on {
+		return nil, nil
+	}
+	tc := srv.TLSConfig()
+	if tc == nil {
+		return nil, fmt.Errorf("%s needs tls-cert and tls-key", key)
+	}
+	tc.ClientAuth = tls.NoClientCert
+	tc.ClientCAs = nil
+	return tc, nil
 }
 
 // clusterID returns the cluster's permanent id, created at first boot in the

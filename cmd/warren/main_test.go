@@ -126,18 +126,28 @@ func TestRunServesAndShutsDownOnSignal(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The management API (with the UI) and the metrics answer too.
+	// The management API (with the UI) and the metrics answer too. They start
+	// just after the AMQP listener, so each is polled until it answers.
 	for _, u := range []string{"http://" + mgmtAddr + "/api/overview", "http://" + mgmtAddr + "/", "http://" + metricsAddr + "/metrics"} {
-		req, _ := http.NewRequest("GET", u, nil)
-		req.SetBasicAuth("guest", "guest")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", u, err)
+		var status, size int
+		var lastErr error
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			req, _ := http.NewRequest("GET", u, nil)
+			req.SetBasicAuth("guest", "guest")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				lastErr = err
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			status, size = resp.StatusCode, len(body)
+			break
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || len(body) == 0 {
-			t.Fatalf("%s: status %d", u, resp.StatusCode)
+		if status != 200 || size == 0 {
+			t.Fatalf("%s: status %d, %d bytes, last error %v", u, status, size, lastErr)
 		}
 	}
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,6 +87,10 @@ type Config struct {
 	// Options are passed to Handler.
 	Options Options
 
+	// TLS, when set, makes the endpoint serve HTTPS only, e.g. with
+	// server.Server.TLSConfig(). Nil, the default, serves plain HTTP.
+	TLS *tls.Config
+
 	// ReadHeaderTimeout bounds how long a client may take to send request
 	// headers. Default 10 s.
 	ReadHeaderTimeout time.Duration
@@ -125,6 +130,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Options.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.TLS != nil && len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil {
+		errs = append(errs, errors.New("TLS has no certificate"))
 	}
 	if c.ReadHeaderTimeout <= 0 {
 		errs = append(errs, errors.New("ReadHeaderTimeout must be positive"))

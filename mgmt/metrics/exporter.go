@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -124,8 +125,11 @@ func (e *Exporter) Start() error {
 	if err != nil {
 		return fmt.Errorf("metrics: listen %s: %w", e.cfg.Listen, err)
 	}
+	if e.cfg.TLS != nil {
+		ln = tls.NewListener(ln, e.cfg.TLS)
+	}
 	e.ln, e.started = ln, true
-	e.cfg.Options.Logger.Info("Prometheus metrics listener started", "addr", ln.Addr().String())
+	e.cfg.Options.Logger.Info("Prometheus metrics listener started", "addr", ln.Addr().String(), "tls", e.cfg.TLS != nil)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
