@@ -6,8 +6,8 @@
 # Builds warren and warren-perf, starts Warren (and RabbitMQ when
 # rabbitmq-server is installed) on ports of their own, runs each warren-perf
 # scenario against both brokers alternately ROUNDS times, and prints a table
-# of the median rates, p99 latency and broker RSS with the Warren/RabbitMQ
-# ratio (with -j, the same as JSON). Scenarios default to transient,
+# of the median consume rate (publish rate for the backlog fill), p99
+# latency and broker RSS with the Warren/RabbitMQ ratio (-j: JSON). Scenarios default to transient,
 # persistent, persistent-4x4, latency, fanout and backlog.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,7 @@ work=$(mktemp -d)
 cleanup() {
   [ -n "${warren_pid:-}" ] && kill "$warren_pid" 2>/dev/null && wait "$warren_pid" 2>/dev/null || true
   if [ -n "${rabbit_started:-}" ]; then
-    RABBITMQ_NODENAME=warrenbench@localhost rabbitmqctl -n warrenbench@localhost stop >/dev/null 2>&1 || true
+    (cd /tmp && rabbitmqctl -n warrenbench@localhost stop >/dev/null 2>&1) || true
   fi
   rm -rf "$work"
 }
@@ -56,8 +56,16 @@ if command -v rabbitmq-server >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && id rabbitmq >/dev/null 2>&1; then
     chmod 755 "$work" && chown -R rabbitmq: "$work/rabbit"
   fi
-  rabbitmq-server -detached >/dev/null 2>&1 && rabbit_started=1
-  rabbitmqctl -n warrenbench@localhost await_startup >/dev/null 2>&1 && brokers+=(rabbitmq) || echo "RabbitMQ did not start; Warren only" >&2
+  (cd /tmp && rabbitmq-server -detached >/dev/null 2>&1) && rabbit_started=1
+  # await_startup fails at once until the node has registered; retry a while.
+  for _ in $(seq 1 60); do
+    if (cd /tmp && rabbitmqctl -n warrenbench@localhost await_startup >/dev/null 2>&1); then
+      brokers+=(rabbitmq)
+      break
+    fi
+    sleep 1
+  done
+  [ ${#brokers[@]} -eq 2 ] || echo "RabbitMQ did not start; Warren only" >&2
 fi
 
 url() { [ "$1" = warren ] && echo "amqp://guest:guest@127.0.0.1:$warren_port/" || echo "amqp://guest:guest@127.0.0.1:$rabbit_port/"; }
@@ -110,7 +118,9 @@ for name in sorted({k[1] for k in runs}):
             "runs": len(ps),
         }
     w, r = row["warren"], row["rabbitmq"]
-    rate = lambda x: max(x["publish_rate"], x["consume_rate"])
+    # Throughput is what consumers got (a broker that buffers publishes
+    # without delivering them is not faster); the fill phase has no consumer.
+    rate = lambda x: x["consume_rate"] or x["publish_rate"]
     row["ratio"] = round(rate(w) / rate(r), 2) if rate(r) else None
     rows.append(row)
 if as_json:
@@ -119,6 +129,6 @@ else:
     print(f"{'scenario':16} {'warren msg/s':>13} {'rabbitmq msg/s':>15} {'ratio':>6} {'w p99 ms':>9} {'r p99 ms':>9} {'w RSS MiB':>10} {'r RSS MiB':>10}")
     for row in rows:
         w, r = row["warren"], row["rabbitmq"]
-        rate = lambda x: max(x["publish_rate"], x["consume_rate"])
+        rate = lambda x: x["consume_rate"] or x["publish_rate"]
         print(f"{row['scenario']:16} {rate(w):13.0f} {rate(r):15.0f} {str(row['ratio']):>6} {w['p99_ms']:9.2f} {r['p99_ms']:9.2f} {w['rss_mib']:10.1f} {r['rss_mib']:10.1f}")
 PY
