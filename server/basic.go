@@ -215,7 +215,10 @@ func (ch *channel) sendReturn(m *Message, code uint16, text string) {
 	o := ch.conn.out
 	ret := amqp.BasicReturn{ReplyCode: code, ReplyText: text, Exchange: m.Exchange, RoutingKey: m.RoutingKey}
 	o.mu.Lock()
-	appendWithContentLocked(o, ch.id, ch.conn.frameMax, &ret, m.RawProps, m.Body)
+	if start, ok := o.beginMethodLocked(ch.id); ok {
+		o.buf = ret.AppendTo(o.buf)
+		o.endWithContentLocked(start, ch.id, ch.conn.frameMax, m.RawProps, m.Body)
+	}
 	o.mu.Unlock()
 	o.signal()
 }
@@ -263,7 +266,10 @@ func (ch *channel) deliver(c *consumer, m queued) {
 	}
 	d := amqp.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: m.redelivered, Exchange: m.msg.Exchange, RoutingKey: m.msg.RoutingKey}
 	o.mu.Lock()
-	appendWithContentLocked(o, ch.id, ch.conn.frameMax, &d, props, m.msg.Body)
+	if start, ok := o.beginMethodLocked(ch.id); ok {
+		o.buf = d.AppendTo(o.buf)
+		o.endWithContentLocked(start, ch.id, ch.conn.frameMax, props, m.msg.Body)
+	}
 	o.mu.Unlock()
 	ch.umu.Unlock()
 	o.signal()
@@ -438,7 +444,10 @@ func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
 	}
 	getOk := amqp.BasicGetOk{DeliveryTag: tag, Redelivered: qm.redelivered, Exchange: qm.msg.Exchange, RoutingKey: qm.msg.RoutingKey, MessageCount: uint32(q.ready.len())}
 	o.mu.Lock()
-	appendWithContentLocked(o, ch.id, ch.conn.frameMax, &getOk, props, qm.msg.Body)
+	if start, ok := o.beginMethodLocked(ch.id); ok {
+		o.buf = getOk.AppendTo(o.buf)
+		o.endWithContentLocked(start, ch.id, ch.conn.frameMax, props, qm.msg.Body)
+	}
 	o.mu.Unlock()
 	ch.umu.Unlock()
 	dead := q.takeDeadLocked()

@@ -81,7 +81,10 @@ func (t *confirmTracker) flush(o *outbox, channel uint16) {
 			return
 		}
 		ack := amqp.BasicAck{DeliveryTag: runEnd, Multiple: runEnd > runStart}
-		appendMethodLocked(o, channel, &ack)
+		if start, ok := o.beginMethodLocked(channel); ok {
+			o.buf = ack.AppendTo(o.buf)
+			o.endMethodLocked(start)
+		}
 		runStart, runEnd, sent = 0, 0, true
 	}
 	o.mu.Lock()
@@ -98,7 +101,10 @@ func (t *confirmTracker) flush(o *outbox, channel uint16) {
 		}
 		emitRun()
 		nack := amqp.BasicNack{DeliveryTag: e.seq}
-		appendMethodLocked(o, channel, &nack)
+		if start, ok := o.beginMethodLocked(channel); ok {
+			o.buf = nack.AppendTo(o.buf)
+			o.endMethodLocked(start)
+		}
 		sent = true
 	}
 	emitRun()

@@ -66,28 +66,33 @@ func (o *outbox) sendMethod(channel uint16, m amqp.Method) {
 	o.signal()
 }
 
-// appendMethodLocked appends a method frame; the caller holds o.mu and
-// signals the writer afterwards. Generic so hot callers pass concrete
-// structs that stay on the stack.
-func appendMethodLocked[M interface{ AppendTo([]byte) []byte }](o *outbox, channel uint16, m M) {
+// A method frame is built in place in three steps, so hot callers pass
+// concrete method structs that stay on the stack (a generic helper would call
+// AppendTo through a dictionary and move them to the heap):
+//
+//	start, ok := o.beginMethodLocked(channel)
+//	if ok {
+//		o.buf = m.AppendTo(o.buf)
+//		o.endMethodLocked(start) // or o.endWithContentLocked(start, ...)
+//	}
+//
+// The caller holds o.mu and signals the writer afterwards.
+
+// beginMethodLocked starts a method frame; ok is false once the outbox is closed.
+func (o *outbox) beginMethodLocked(channel uint16) (start int, ok bool) {
 	if o.closed {
-		return
+		return 0, false
 	}
-	var start int
 	o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, channel)
-	o.buf = m.AppendTo(o.buf)
-	o.buf = amqp.EndFrame(o.buf, start)
+	return start, true
 }
 
-// appendWithContentLocked appends a method frame followed by its content
-// header and body frames; the caller holds o.mu and signals afterwards.
-func appendWithContentLocked[M interface{ AppendTo([]byte) []byte }](o *outbox, channel uint16, frameMax uint32, m M, props, body []byte) {
-	if o.closed {
-		return
-	}
-	var start int
-	o.buf, start = amqp.BeginFrame(o.buf, amqp.TypeMethod, channel)
-	o.buf = m.AppendTo(o.buf)
+// endMethodLocked finishes a method frame without content.
+func (o *outbox) endMethodLocked(start int) { o.buf = amqp.EndFrame(o.buf, start) }
+
+// endWithContentLocked finishes a method frame and appends its content
+// header and body frames.
+func (o *outbox) endWithContentLocked(start int, channel uint16, frameMax uint32, props, body []byte) {
 	o.buf = amqp.EndFrame(o.buf, start)
 	o.buf = amqp.AppendContent(o.buf, channel, frameMax, props, body)
 }

@@ -83,7 +83,10 @@ func (s *Server) deliverReply(m *Message) bool {
 	ch.nextTag++
 	d := amqp.BasicDeliver{ConsumerTag: tag, DeliveryTag: ch.nextTag, Exchange: m.Exchange, RoutingKey: m.RoutingKey}
 	o.mu.Lock()
-	appendWithContentLocked(o, ch.id, ch.conn.frameMax, &d, m.RawProps, m.Body)
+	if start, ok := o.beginMethodLocked(ch.id); ok {
+		o.buf = d.AppendTo(o.buf)
+		o.endWithContentLocked(start, ch.id, ch.conn.frameMax, m.RawProps, m.Body)
+	}
 	o.mu.Unlock()
 	ch.umu.Unlock()
 	o.signal()

@@ -209,7 +209,10 @@ func (sc *streamConsumer) deliver(off uint64, rec msgstore.Record) bool {
 	sc.inflight.Add(1)
 	d := amqp.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey}
 	o.mu.Lock()
-	appendWithContentLocked(o, ch.id, ch.conn.frameMax, &d, props, rec.Body)
+	if start, ok := o.beginMethodLocked(ch.id); ok {
+		o.buf = d.AppendTo(o.buf)
+		o.endWithContentLocked(start, ch.id, ch.conn.frameMax, props, rec.Body)
+	}
 	o.mu.Unlock()
 	ch.umu.Unlock()
 	o.signal()
