@@ -108,10 +108,16 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	if ex.name == "" && ch.conn.srv.deliverReply(m) {
 		routed = true
 	}
-	queues, sp := publishToStreams(ch.router.route(ex, m), m)
+	queues := ch.router.route(ex, m)
+	var sp *streamPublish // nil unless a stream is among the queues
+	if hasStream(queues) {
+		var p streamPublish
+		queues, p = publishToStreams(queues, m)
+		sp = &p
+	}
 	res := enqueueAll(ch.conn.vhost, m, queues, m.ttl)
 	clear(ch.router.queues)
-	if res.routed || sp.routed() {
+	if res.routed || (sp != nil && sp.routed()) {
 		routed = true
 	}
 	if routed {
@@ -122,10 +128,10 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	ch.stats.unroutable(routed, mandatory)
 	if ch.confirm {
 		switch {
-		case res.rejected || sp.failed:
+		case res.rejected || (sp != nil && sp.failed):
 			ch.settleConfirm(seq, confirmNack)
-		case len(sp.logs) > 0:
-			ch.awaitStreams(seq, sp, res.stored)
+		case sp != nil && len(sp.logs) > 0:
+			ch.awaitStreams(seq, *sp, res.stored)
 		case res.stored:
 			ch.confirms.add(seq, confirmWaiting)
 			ch.conn.vhost.storage.await(ch, seq)
@@ -133,6 +139,16 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 			ch.settleConfirm(seq, confirmAck)
 		}
 	}
+}
+
+// hasStream reports whether a stream queue is among queues.
+func hasStream(queues []*Queue) bool {
+	for _, q := range queues {
+		if q.qa.stream != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // routeResult sums up what the queues did with a message.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/warrenmq/warren/amqp"
 )
@@ -20,6 +21,9 @@ type outbox struct {
 	// over limit; the writer wakes them once it has drained buf.
 	waiting []*Queue
 	closed  bool
+	// full mirrors len(buf) >= limit so queues can check for room without
+	// taking mu; it is set by appends and cleared when the writer takes buf.
+	full atomic.Bool
 	// kick wakes the writer; 1-buffered so a send never blocks.
 	kick chan struct{}
 }
@@ -38,6 +42,9 @@ func (o *outbox) signal() {
 // reserve reports whether a queue may write a delivery now. When the buffer is
 // over its limit it records q to be woken later and returns false.
 func (o *outbox) reserve(q *Queue) bool {
+	if !o.full.Load() {
+		return true // the common case, without the lock
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
@@ -61,6 +68,7 @@ func (o *outbox) sendMethod(channel uint16, m amqp.Method) {
 	o.mu.Lock()
 	if !o.closed {
 		o.buf = amqp.AppendMethodFrame(o.buf, channel, m)
+		o.noteSizeLocked()
 	}
 	o.mu.Unlock()
 	o.signal()
@@ -88,13 +96,25 @@ func (o *outbox) beginMethodLocked(channel uint16) (start int, ok bool) {
 }
 
 // endMethodLocked finishes a method frame without content.
-func (o *outbox) endMethodLocked(start int) { o.buf = amqp.EndFrame(o.buf, start) }
+func (o *outbox) endMethodLocked(start int) {
+	o.buf = amqp.EndFrame(o.buf, start)
+	o.noteSizeLocked()
+}
+
+// noteSizeLocked raises the full flag once the buffer reaches its limit; the
+// writer lowers it when it takes the buffer.
+func (o *outbox) noteSizeLocked() {
+	if len(o.buf) >= o.limit && !o.full.Load() {
+		o.full.Store(true)
+	}
+}
 
 // endWithContentLocked finishes a method frame and appends its content
 // header and body frames.
 func (o *outbox) endWithContentLocked(start int, channel uint16, frameMax uint32, props, body []byte) {
 	o.buf = amqp.EndFrame(o.buf, start)
 	o.buf = amqp.AppendContent(o.buf, channel, frameMax, props, body)
+	o.noteSizeLocked()
 }
 
 // take swaps out the pending bytes and queues to wake. spare is an empty buffer
@@ -103,6 +123,9 @@ func (o *outbox) take(spare []byte) (out []byte, waiting []*Queue) {
 	o.mu.Lock()
 	out = o.buf
 	o.buf = spare[:0]
+	if !o.closed {
+		o.full.Store(false)
+	}
 	waiting = o.waiting
 	o.waiting = nil
 	o.mu.Unlock()
@@ -113,6 +136,7 @@ func (o *outbox) take(spare []byte) (out []byte, waiting []*Queue) {
 func (o *outbox) close() {
 	o.mu.Lock()
 	o.closed = true
+	o.full.Store(true) // reserve then takes the lock and sees closed
 	o.waiting = nil
 	o.mu.Unlock()
 	o.signal()

@@ -268,3 +268,48 @@ func TestCloseDuringHandshake(t *testing.T) {
 	must(t, ts.Close()) // must not wait for the stalled handshake's timeout
 	rc.expectEOF()
 }
+
+// TestSlowConsumerIsBounded shows a consumer that stops reading its socket
+// cannot make the broker buffer without bound: once its connection's write
+// buffer is full the queue keeps the rest as ready messages, and delivers
+// them when the consumer reads again.
+func TestSlowConsumerIsBounded(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.WriteBufferLimit = 64 << 10 })
+	_, pub := ts.channel(t)
+	mustDeclare(t, pub, "slow", nil)
+	rc := dialRaw(t, ts.addr)
+	rc.open(0)
+	rc.send(1, &amqp.ChannelOpen{})
+	rc.expectMethod(&amqp.ChannelOpenOk{})
+	rc.send(1, &amqp.BasicConsume{Queue: "slow", ConsumerTag: "slow", NoAck: true})
+	rc.expectMethod(&amqp.BasicConsumeOk{})
+	// The consumer now reads nothing while 20 MB are published.
+	const n = 20000
+	must(t, pub.Confirm(false))
+	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, n))
+	body := make([]byte, 1024)
+	for range n {
+		must(t, pub.Publish("", "slow", false, false, amqp091.Publishing{Body: body}))
+	}
+	for range n {
+		nextConfirm(t, confirms)
+	}
+	info := queueInfo(ts, "slow")
+	if info.Ready == 0 || info.Delivered >= n {
+		t.Fatalf("a consumer that does not read took everything: %+v", info)
+	}
+	// Reading again drains the queue.
+	got := 0
+	for got < n {
+		f, err := rc.readFrame()
+		if err != nil {
+			t.Fatalf("after %d deliveries: %v", got, err)
+		}
+		if f.Type == amqp.TypeMethod {
+			if id, _ := amqp.MethodID(f.Payload); id == (&amqp.BasicDeliver{}).ID() {
+				got++
+			}
+		}
+	}
+	waitFor(t, 5*time.Second, "queue drained", func() bool { return queueInfo(ts, "slow").Ready == 0 })
+}
