@@ -11,7 +11,13 @@
 // a format version, flags, a 64-bit offset that grows across segments, and a
 // timestamp (see record.go for the layout). A sparse index per segment
 // (%020d.idx) holds one (relative offset, position) entry per IndexInterval
-// bytes, so a lookup by offset reads at most one interval. A Loc (offset,
+// bytes, so a lookup by offset reads at most one interval. A time index per
+// segment (%020d.tix, timeindex.go) holds one (timestamp, relative offset)
+// entry at the same records, the timestamp being the running maximum so the
+// entries are ordered even when clocks step back; OffsetAtTime uses it to read
+// at most one interval too. Appends keep the active segment's time index in
+// memory; Close writes the unsaved ones, and a missing, damaged or stale .tix
+// is rebuilt from its segment on first use. A Loc (offset,
 // position hint, size) is read with one pread; when the hint is stale (after
 // compaction) the index finds the record by offset.
 //
@@ -74,7 +80,9 @@
 //
 // A Log owns one flusher goroutine; a Store adds one maintenance goroutine.
 // Both stop on Close, which waits for them. Lock order: Log.writeMu →
-// Store.mu → Log.segMu → Log.stateMu, and segment.fileMu → segment.idxMu.
+// Store.mu → Log.segMu → Log.stateMu, and segment.fileMu → segment.idxMu;
+// loading the active segment's time index takes Log.writeMu → segment.fileMu
+// (nothing holds fileMu while waiting for writeMu).
 // Only an append holds a lock across I/O (its own write, to keep offsets in
 // file order); readers, the flusher and maintenance never wait for it.
 //
@@ -92,4 +100,13 @@
 //   - The directory lock uses flock, which is advisory and missing on some
 //     platforms (there it is a no-op).
 //   - Iterator records alias the iterator's buffer until the next Next.
+//   - .tix files are written without fsync (a torn one fails its CRC and is
+//     rebuilt). Rebuilding the active segment's time index (first time seek
+//     after a crash) scans it holding writeMu, delaying appends meanwhile.
+//     The first time seek after Open loads the time indexes of the segments
+//     before the answer (small files, no segment data). Open does not delete
+//     a .tix whose segment is gone; a stale one is detected by its trailer.
+//   - Time seeks assume no compaction (streams never compact): in a compacted
+//     segment an entry may stand for a removed record, and the answer can be
+//     an older record than asked or cost more than one interval.
 package msgstore

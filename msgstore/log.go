@@ -61,6 +61,8 @@ type Log struct {
 	fsyncs        atomic.Uint64
 	bytesRead     atomic.Int64
 	indexRebuilds atomic.Int64
+	// timeIndexRebuilds counts time indexes rebuilt from their segment.
+	timeIndexRebuilds atomic.Int64
 
 	bufPool sync.Pool
 
@@ -102,6 +104,8 @@ type LogStats struct {
 	BytesRead int64
 	// IndexRebuilds counts sparse indexes rebuilt from their segment since Open.
 	IndexRebuilds int64
+	// TimeIndexRebuilds counts time indexes (.tix) rebuilt from their segment since Open.
+	TimeIndexRebuilds int64
 	// PendingWaiters is the number of WhenDurable callbacks not yet called.
 	PendingWaiters int
 	// Failed is the error that stopped the log, or "".
@@ -153,12 +157,14 @@ func (l *Log) append(r *Record, refs int) (Loc, error) {
 	}
 	s.size.Store(pos + int64(n))
 	s.lastPlus1.Store(off + 1)
-	if pos >= s.idxNext {
+	indexed := pos >= s.idxNext
+	if indexed {
 		s.idxMu.Lock()
 		s.idx = append(s.idx, indexEntry{rel: uint32(off - s.base), pos: uint32(pos)})
 		s.idxMu.Unlock()
 		s.idxNext = pos + int64(l.cfg.IndexInterval)
 	}
+	s.noteAppendLocked(r.Timestamp, uint32(off-s.base), pos, indexed)
 	l.next = off + 1
 	l.nextOff.Store(l.next)
 	loc := Loc{Offset: off, Pos: uint32(pos), Size: uint32(n)}
@@ -212,6 +218,7 @@ func (l *Log) rollLocked(base uint64) (*segment, error) {
 		return nil, fmt.Errorf("msgstore: start segment %s: %w", ns.segPath, wrapWriteErr(err))
 	}
 	ns.f, ns.idxLoaded = f, true
+	ns.startTimeIndex()
 	old := l.active
 	old.sealed.Store(true)
 	l.active = ns
@@ -324,7 +331,7 @@ func (l *Log) removeSegment(s *segment) error {
 	if f != nil {
 		errs = append(errs, f.Close())
 	}
-	for _, p := range []string{s.segPath, s.idxPath} {
+	for _, p := range []string{s.segPath, s.idxPath, s.tixPath} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -359,13 +366,14 @@ func (l *Log) Recovery() RecoveryInfo { return l.recovery }
 func (l *Log) Stats() LogStats {
 	segs := l.segments()
 	st := LogStats{
-		Segments:      len(segs),
-		NextOffset:    l.nextOff.Load(),
-		FlushPolicy:   l.cfg.Flush,
-		Appends:       l.appends.Load(),
-		Fsyncs:        l.fsyncs.Load(),
-		BytesRead:     l.bytesRead.Load(),
-		IndexRebuilds: l.indexRebuilds.Load(),
+		Segments:          len(segs),
+		NextOffset:        l.nextOff.Load(),
+		FlushPolicy:       l.cfg.Flush,
+		Appends:           l.appends.Load(),
+		Fsyncs:            l.fsyncs.Load(),
+		BytesRead:         l.bytesRead.Load(),
+		IndexRebuilds:     l.indexRebuilds.Load(),
+		TimeIndexRebuilds: l.timeIndexRebuilds.Load(),
 	}
 	for _, s := range segs {
 		st.Bytes += s.size.Load()
@@ -414,6 +422,7 @@ func (l *Log) finishClose(extra []byte) error {
 	} else if err := l.writeCheckpoint(extra); err != nil {
 		errs = append(errs, err)
 	}
+	l.saveTimeIndexes()
 	for _, s := range l.segments() {
 		s.fileMu.Lock()
 		if s.f != nil {

@@ -73,36 +73,7 @@ func (l *Log) RemoveSegment(base uint64) error {
 	return fmt.Errorf("%w: no segment starts at offset %d", ErrNotFound, base)
 }
 
-// OffsetAtTime returns the offset of the first record with a timestamp at or
-// after ts (unix ns), or the next offset to be appended when there is none.
-// It reads from the newest segment whose first record is not after ts, so it
-// reads at most that segment (there is no time index).
-func (l *Log) OffsetAtTime(ts int64) (uint64, error) {
-	infos, err := l.Segments()
-	if err != nil {
-		return 0, err
-	}
-	if len(infos) == 0 {
-		return l.nextOff.Load(), nil
-	}
-	from := infos[0].Base
-	for _, si := range infos {
-		if si.FirstTimestamp == 0 || si.FirstTimestamp > ts {
-			break
-		}
-		from = si.Base
-	}
-	it := l.Iterate(from)
-	for it.Next() {
-		if it.Record().Timestamp >= ts {
-			return it.Loc().Offset, nil
-		}
-	}
-	if err := it.Err(); err != nil {
-		return 0, err
-	}
-	return l.nextOff.Load(), nil
-}
+// OffsetAtTime is in timeindex.go.
 
 // ErrActiveSegment is returned by RemoveSegment for the active segment, which
 // appends still go to and which is never removed.

@@ -42,6 +42,7 @@ type segment struct {
 	base    uint64
 	segPath string
 	idxPath string
+	tixPath string
 
 	fileMu sync.RWMutex
 	f      *os.File // nil once the segment is removed
@@ -56,6 +57,16 @@ type segment struct {
 	idx       []indexEntry
 	idxLoaded bool
 
+	// Time index (timeindex.go): tix, tixLoaded and tixSavedSize under idxMu;
+	// tixLive (appends maintain tix) and tixTried under Log.writeMu; tsMax is the largest
+	// timestamp in the segment once tixLoaded, noTimestamp when it has none.
+	tix          []timeEntry
+	tixLoaded    bool
+	tixSavedSize int64 // segment size the .tix file on disk describes; -1 when none
+	tixLive      bool
+	tixTried     bool // the first append after Open tried the .tix file; Log.writeMu
+	tsMax        atomic.Int64
+
 	idxNext int64 // position from which the next index entry is due; Log.writeMu
 	dirty   bool  // written since the flusher's last round; Log.stateMu
 }
@@ -64,7 +75,8 @@ func segName(base uint64) string { return fmt.Sprintf("%020d", base) }
 
 func newSegment(dir string, base uint64) *segment {
 	n := segName(base)
-	return &segment{base: base, segPath: filepath.Join(dir, n+segSuffix), idxPath: filepath.Join(dir, n+idxSuffix)}
+	return &segment{base: base, segPath: filepath.Join(dir, n+segSuffix), idxPath: filepath.Join(dir, n+idxSuffix),
+		tixPath: filepath.Join(dir, n+tixSuffix)}
 }
 
 // readLocked reads the record loc points at. The caller holds s.fileMu shared and
