@@ -25,7 +25,35 @@ func (a *API) queueBasicJSON(q *server.Queue, totals bool) map[string]any {
 	if totals {
 		m["messages"], m["messages_ready"], m["messages_unacknowledged"] = info.Ready+info.Unacked, info.Ready, info.Unacked
 	}
+	putStreamJSON(m, q)
 	return m
+}
+
+// putStreamJSON adds a stream queue's log figures and consumer offsets, as
+// LavinMQ and RabbitMQ's stream plugin show them: first_offset, last_offset
+// (the newest committed offset; null while nothing is committed),
+// next_offset, segments, bytes and stream_consumers. Other queues are left alone.
+func putStreamJSON(m map[string]any, q *server.Queue) {
+	si, ok := q.StreamInfo()
+	if !ok {
+		return
+	}
+	m["type"] = "stream"
+	m["first_offset"], m["next_offset"] = si.FirstOffset, si.NextOffset
+	m["last_offset"] = nil
+	if si.Committed {
+		m["last_offset"] = si.LastOffset
+	}
+	m["segments"], m["bytes"] = si.Segments, si.Bytes
+	consumers := make([]map[string]any, 0, len(si.Consumers))
+	for _, c := range si.Consumers {
+		consumers = append(consumers, map[string]any{
+			"consumer_tag": c.Tag, "offset": c.Offset, "in_flight": c.InFlight,
+			"tracking_name":   nullIfEmpty(c.TrackingName),
+			"channel_details": map[string]any{"connection_name": c.ConnName, "number": c.Channel},
+		})
+	}
+	m["stream_consumers"] = consumers
 }
 
 // queueJSON renders a queue snapshot with its rates.
@@ -57,6 +85,7 @@ func (a *API) queueJSON(q *server.Queue, q0 sampleQuery) map[string]any {
 	if ms := messageStats(queueMetrics, vals, d, [][]string{queuePubGroup, queueDelGroup}); len(ms) > 0 {
 		m["message_stats"] = ms
 	}
+	putStreamJSON(m, q)
 	return m
 }
 

@@ -669,6 +669,13 @@ func (s *Server) DeleteVhost(name string) error {
 // removeVhostStorage stops a deleted vhost's message store, removes its
 // files, and removes the vhost and its policies from meta.db.
 func (s *Server) removeVhostStorage(vh *Vhost) error {
+	// The transient store lives inside the vhost's directory, removed below.
+	if tr := vh.transient; tr != nil {
+		tr.stop()
+		if err := tr.store.Close(); err != nil {
+			vh.log.Error("closing the transient store of a deleted vhost", "err", err)
+		}
+	}
 	if st := vh.storage; st != nil {
 		st.stop()
 		if err := st.store.Close(); err != nil {
@@ -788,6 +795,7 @@ func (s *Server) DeclareQueue(vhost string, q QueueSpec) (created bool, err erro
 	if q.Name == "" {
 		return false, fmt.Errorf("%w: queue name is empty", ErrInvalid)
 	}
+	vh.streams.bind(s) // a stream declared here is opened with this server
 	s.admin.mu.Lock()
 	defer s.admin.mu.Unlock()
 	return vh.declareQueueAdmin(q)

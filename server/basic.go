@@ -163,7 +163,8 @@ func enqueueAll(vh *Vhost, m *Message, queues []*Queue, ttl int64) routeResult {
 	var res routeResult
 	if vh.storage != nil {
 		for _, q := range queues {
-			if q.index != nil {
+			// isDurable first: a transient queue's index is set later, under its lock.
+			if isDurable(q) && q.index != nil {
 				return enqueueStored(vh, m, queues, ttl)
 			}
 		}
@@ -200,7 +201,9 @@ func enqueueStored(vh *Vhost, m *Message, queues []*Queue, ttl int64) routeResul
 	refs := 0
 	persistent := m.Persistent()
 	for _, q := range queues {
-		s := q.index != nil && (persistent || q.paging.Load())
+		// Durable queues share one stored copy; a transient queue that pages
+		// stores its own copy in the transient store (Queue.enqueueLocked).
+		s := isDurable(q) && q.index != nil && (persistent || q.paging.Load())
 		store = append(store, s)
 		if s {
 			refs++

@@ -66,11 +66,26 @@ func dirName(name string) string {
 
 func openVhostStorage(dataDir, vhost string, cfg *Config, log *slog.Logger) (*vhostStorage, error) {
 	dir := filepath.Join(dataDir, "vhosts", dirName(vhost))
-	scfg := msgstore.DefaultConfig(filepath.Join(dir, "msgstore"))
 	policy := cfg.Flush
 	if p, ok := cfg.VhostFlush[vhost]; ok {
 		policy = p
 	}
+	return openStorageAt(dir, vhost, policy, cfg, log)
+}
+
+// openTransientStorage opens the vhost's store for transient queues that page
+// to disk. Nothing in it outlives the broker: it is wiped at start and at a
+// clean stop, and never fsynced.
+func openTransientStorage(dataDir, vhost string, cfg *Config, log *slog.Logger) (*vhostStorage, error) {
+	dir := filepath.Join(dataDir, "vhosts", dirName(vhost), "transient")
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("wiping the transient store of vhost %q: %w", vhost, err)
+	}
+	return openStorageAt(dir, vhost, msgstore.FlushOS, cfg, log.With("store", "transient"))
+}
+
+func openStorageAt(dir, vhost string, policy msgstore.FlushPolicy, cfg *Config, log *slog.Logger) (*vhostStorage, error) {
+	scfg := msgstore.DefaultConfig(filepath.Join(dir, "msgstore"))
 	scfg.Flush = policy
 	scfg.FlushInterval = cfg.FlushInterval
 	scfg.FlushMessages = cfg.FlushMessages
@@ -287,13 +302,24 @@ func (s *Server) shutdownStorage() {
 			continue
 		}
 		vh.storage.stop()
+		if vh.transient != nil {
+			vh.transient.stop()
+		}
 		for _, q := range vh.Queues() {
 			q.mu.Lock()
-			q.closeIndexLocked(false)
+			q.closeIndexLocked(!isDurable(q)) // transient indexes go with their store
 			q.mu.Unlock()
 		}
 		if err := vh.storage.store.Close(); err != nil {
 			vh.log.Error("closing the message store", "err", err)
+		}
+		if vh.transient != nil {
+			if err := vh.transient.store.Close(); err != nil {
+				vh.log.Error("closing the transient store", "err", err)
+			}
+			if err := os.RemoveAll(vh.transient.dir); err != nil {
+				vh.log.Error("wiping the transient store", "err", err)
+			}
 		}
 	}
 }

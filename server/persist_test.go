@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -170,5 +172,36 @@ func TestVhostFlushPolicyAndStoreStats(t *testing.T) {
 	st, _ := ts.Vhost("/").StorageStats()
 	if st.LiveMessages != 10 || st.LiveBytes == 0 || st.Segments != 1 {
 		t.Fatalf("store stats after 10 persistent messages: %+v", st)
+	}
+}
+
+func TestTransientQueuePagesToTheTransientStore(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir), func(c *Config) { c.QueueHeadMessages = 100 })
+	_, ch := ts.channel(t)
+	mustDeclare(t, ch, "big-transient", nil)
+	publishConfirmed(t, ch, "big-transient", 1000, false, "m")
+	info := queueInfo(ts, "big-transient")
+	if info.Ready != 1000 || info.InMemory > 101 || info.OnDisk < 899 {
+		t.Fatalf("a transient queue did not page: %+v", info)
+	}
+	transientDir := filepath.Join(dir, "vhosts", "%2F", "transient")
+	if _, err := os.Stat(filepath.Join(transientDir, "queues", "big-transient")); err != nil {
+		t.Fatalf("no transient index: %v", err)
+	}
+	_, c := ts.channel(t)
+	must(t, c.Qos(200, 0, false))
+	d, err := c.Consume("big-transient", "", false, false, false, false, nil)
+	must(t, err)
+	for i := range 1000 {
+		m := recv(t, d)
+		if string(m.Body) != fmt.Sprintf("m%d", i) {
+			t.Fatalf("message %d: got %q", i, m.Body)
+		}
+		must(t, m.Ack(false))
+	}
+	must(t, ts.Close())
+	if _, err := os.Stat(transientDir); !os.IsNotExist(err) {
+		t.Fatalf("transient store left behind after a clean stop: %v", err)
 	}
 }

@@ -45,8 +45,10 @@ type Queue struct {
 	expiryTimer       *time.Timer
 	lastUsed          time.Time
 
-	// Disk state of a durable queue (see queue_disk.go); index is nil for a
-	// transient queue or a broker without a data directory.
+	// Disk state (see queue_disk.go). A durable queue's index is in the
+	// vhost's store; a transient queue gets one in the transient store only
+	// once it pages. index is nil without a data directory.
+	store         *vhostStorage
 	index         *queueindex.Index
 	paged         int    // ready messages only on disk, all newer than the head
 	pagedBytes    int    // their stored size
@@ -163,7 +165,7 @@ func (q *Queue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.Loc) en
 func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.Loc, clk *lazyClock) enqueueResult {
 	refuse := func(r enqueueResult) enqueueResult {
 		if stored {
-			q.vhost.storage.release(loc)
+			q.store.release(loc)
 		}
 		return r
 	}
@@ -195,10 +197,10 @@ func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.L
 		qm.expiresAt = exp
 		q.expiring = true
 	}
-	if !stored && q.paged > 0 {
+	if !stored && (q.paged > 0 || (!isDurable(q) && q.qa.maxPriority == 0 && q.headFullLocked() && q.startPagingLocked())) {
 		// The queue pages to disk: a message that was not stored must be now,
 		// or it would overtake the older messages waiting on disk.
-		l, err := q.vhost.storage.put(m, 1)
+		l, err := q.store.put(m, 1)
 		if err != nil {
 			q.vhost.log.Error("storing a message for a paging queue failed", "queue", q.name, "err", err)
 			return enqueueRejected

@@ -14,8 +14,31 @@ import (
 
 // headFullLocked reports whether the in-memory head has reached its bounds.
 func (q *Queue) headFullLocked() bool {
-	cfg := q.vhost.storage.cfg
-	return q.ready.len() >= cfg.QueueHeadMessages || q.ready.bytes >= cfg.QueueHeadBytes
+	st := q.vhost.storage
+	if st == nil {
+		return false // no data directory: everything stays in memory
+	}
+	return q.ready.len() >= st.cfg.QueueHeadMessages || q.ready.bytes >= st.cfg.QueueHeadBytes
+}
+
+// startPagingLocked opens the transient index of a non-durable queue whose
+// head is full, so it can page like a durable queue; messages in it are lost
+// with the broker, as transient messages are.
+func (q *Queue) startPagingLocked() bool {
+	if q.index != nil {
+		return true
+	}
+	st := q.vhost.transient
+	if st == nil || q.diskGone || q.qa.maxPriority > 0 || q.qa.stream != nil {
+		return false
+	}
+	ix, _, err := st.openIndex(q.name)
+	if err != nil {
+		st.log.Error("cannot page a transient queue to disk; it stays in memory", "queue", q.name, "err", err)
+		return false
+	}
+	q.store, q.index = st, ix
+	return true
 }
 
 // storedEnqueueLocked records a stored message in the index and keeps it in
@@ -28,11 +51,11 @@ func (q *Queue) storedEnqueueLocked(qm queued, loc msgstore.Loc, persistent bool
 	})
 	if err != nil {
 		q.vhost.log.Error("queue index append failed", "queue", q.name, "err", err)
-		q.vhost.storage.release(loc)
+		q.store.release(loc)
 		return false
 	}
 	qm.disk = &diskRef{seq: seq, loc: loc}
-	q.vhost.storage.markDirty(q)
+	q.store.markDirty(q)
 	if q.paged > 0 || (q.qa.maxPriority == 0 && q.headFullLocked()) {
 		if q.paged == 0 {
 			q.pageFrom = seq // everything before it is in memory
@@ -55,8 +78,8 @@ func (q *Queue) forgetLocked(m *queued) {
 	if err := q.index.Ack(m.disk.seq); err != nil && !errors.Is(err, queueindex.ErrClosed) {
 		q.vhost.log.Error("queue index ack failed", "queue", q.name, "err", err)
 	}
-	q.vhost.storage.release(m.disk.loc)
-	q.vhost.storage.markDirty(q)
+	q.store.release(m.disk.loc)
+	q.store.markDirty(q)
 	m.disk = nil
 }
 
@@ -69,7 +92,7 @@ func (q *Queue) markDeliveredLocked(m *queued) {
 	if err := q.index.MarkDelivered(m.disk.seq); err != nil && !errors.Is(err, queueindex.ErrClosed) {
 		q.vhost.log.Error("queue index mark-delivered failed", "queue", q.name, "err", err)
 	}
-	q.vhost.storage.markDirty(q)
+	q.store.markDirty(q)
 }
 
 // pageInLocked reads disk-only messages back into the head.
@@ -77,8 +100,8 @@ func (q *Queue) pageInLocked() {
 	if q.paged == 0 || q.index == nil || q.diskGone {
 		return
 	}
-	want := max(q.vhost.storage.cfg.QueueHeadMessages-q.ready.len(), 64)
-	store := q.vhost.storage
+	want := max(q.store.cfg.QueueHeadMessages-q.ready.len(), 64)
+	store := q.store
 	got := 0
 	next, err := q.index.ReadRange(q.pageFrom, want, func(seq uint64, e queueindex.Entry) bool {
 		got++
@@ -123,8 +146,8 @@ func (q *Queue) dropIndexEntry(seq uint64, loc msgstore.Loc) {
 	if err := q.index.Ack(seq); err != nil {
 		q.vhost.log.Error("queue index ack failed", "queue", q.name, "err", err)
 	}
-	q.vhost.storage.release(loc)
-	q.vhost.storage.markDirty(q)
+	q.store.release(loc)
+	q.store.markDirty(q)
 }
 
 // messageFromRecord rebuilds a message read from the store. Its properties
@@ -162,7 +185,7 @@ func (q *Queue) purgeDiskLocked() {
 	if q.index == nil || q.paged == 0 {
 		return
 	}
-	store := q.vhost.storage
+	store := q.store
 	for q.paged > 0 {
 		before := q.paged
 		next, err := q.index.ReadRange(q.pageFrom, 4096, func(seq uint64, e queueindex.Entry) bool {
@@ -191,7 +214,7 @@ func (q *Queue) closeIndexLocked(delete bool) {
 	}
 	q.diskGone = true
 	if delete {
-		store := q.vhost.storage
+		store := q.store
 		_, err := q.index.Purge(func(seq uint64, e queueindex.Entry) {
 			store.release(msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size})
 		})
@@ -218,7 +241,7 @@ func (q *Queue) openStorage() error {
 	if err != nil {
 		return err
 	}
-	q.index = ix
+	q.store, q.index = st, ix
 	q.recoveredNext = rec.NextSeq
 	q.paged = int(rec.Live)
 	q.pagedBytes = int(rec.Bytes)

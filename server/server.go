@@ -306,6 +306,7 @@ func (c *conn) forceClose(code uint16, text string) {
 // openVhostStorage gives a vhost its message store when the server has a
 // data directory.
 func (s *Server) openVhostStorage(vh *Vhost) error {
+	vh.streams.bind(s) // streams declared by any path (AMQP, API, definitions) open with this server
 	if s.cfg.DataDir == "" {
 		return nil
 	}
@@ -313,7 +314,12 @@ func (s *Server) openVhostStorage(vh *Vhost) error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	vh.storage = st
+	tr, err := openTransientStorage(s.cfg.DataDir, vh.name, &s.cfg, vh.log)
+	if err != nil {
+		st.stop()
+		return errors.Join(fmt.Errorf("server: %w", err), st.store.Close())
+	}
+	vh.storage, vh.transient = st, tr
 	return nil
 }
 

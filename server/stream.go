@@ -42,12 +42,13 @@ import (
 //   - A reader notices its channel closed within streamPollEvery; a
 //     basic.cancel or queue deletion stops it at once.
 //   - "last" is the newest message (RabbitMQ: the newest chunk); seeking by
-//     timestamp reads at most one segment (there is no time index); AMQP
-//     timestamps have one-second resolution.
+//     timestamp reads at most one index interval (msgstore's time index);
+//     AMQP timestamps have one-second resolution.
 //   - Global (channel-wide) prefetch is counted but not enforced for stream
 //     consumers; per-consumer prefetch is required and enforced.
-//   - x-single-active-consumer, policies for retention and the management API
-//     do not know streams yet; management declares of streams are refused.
+//   - x-single-active-consumer is not supported on streams. A definitions
+//     import can declare a stream only in a vhost whose stream table was bound
+//     to the server (by a management declare or a stream opened at start).
 type stream struct {
 	q      *Queue
 	dir    string
@@ -73,8 +74,23 @@ type stream struct {
 
 // streamTable maps a vhost's stream queues to their streams.
 type streamTable struct {
-	mu sync.Mutex
-	m  map[*Queue]*stream
+	mu  sync.Mutex
+	m   map[*Queue]*stream
+	srv *Server // set by bind: declarations without a connection (management) open streams with it
+}
+
+// bind records the server that owns the vhost, so a stream can be opened by a
+// declaration that has no connection (the management API).
+func (t *streamTable) bind(srv *Server) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.srv = srv
+}
+
+func (t *streamTable) server() *Server {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.srv
 }
 
 func (t *streamTable) get(q *Queue) *stream {
@@ -163,6 +179,7 @@ func openStream(srv *Server, q *Queue) error {
 	if s.tracking, err = readTracking(dir); err != nil {
 		return errors.Join(fmt.Errorf("stream %q: %w", q.name, err), l.Close())
 	}
+	vh.streams.bind(srv)
 	vh.streams.put(q, s)
 	srv.wg.Add(1)
 	go s.maintain(&srv.wg)
@@ -380,13 +397,18 @@ var (
 
 // openDurableStorage opens a newly declared queue's storage: the log of a
 // stream queue, the index of any other. c is nil for a declaration through the
-// management API, which cannot create streams (the stream needs the server).
+// management API; the stream then needs the server bound to the vhost's
+// stream table (Server.DeclareQueue binds it).
 func openDurableStorage(c *conn, q *Queue) error {
 	if q.qa.stream == nil {
 		return q.openStorage()
 	}
-	if c == nil {
+	srv := q.vhost.streams.server()
+	if c != nil {
+		srv = c.srv
+	}
+	if srv == nil {
 		return ErrStreamNeedsAMQP
 	}
-	return openStream(c.srv, q)
+	return openStream(srv, q)
 }

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"flag"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
@@ -100,4 +102,55 @@ func BenchmarkStreamAttachMiddle(b *testing.B) {
 		}
 		must(b, cch.Close())
 	}
+}
+
+// streamMessages sizes BenchmarkStreamReadFromFirstFixed; the figure
+// is for -stream.messages=1000000.
+var streamMessages = flag.Int("stream.messages", 20_000,
+	"messages BenchmarkStreamReadFromFirstFixed writes before reading them from first")
+
+// BenchmarkStreamReadFromFirstFixed measures reading a whole stream of
+// -stream.messages 100-byte messages from "first" over TCP (prefetch 1,000,
+// acking every 500th delivery with multiple=true). The stream is filled once,
+// through the stream's own append path; each op is one full read by a new
+// consumer, so msgs/s is the replay rate.
+func BenchmarkStreamReadFromFirstFixed(b *testing.B) {
+	ts := startServer(b)
+	conn, ch := ts.channel(b)
+	declareStream(b, ch, "s", nil)
+	vh := ts.Vhost("/")
+	st := vh.streams.get(vh.queue("s"))
+	n := *streamMessages
+	m := &Message{RoutingKey: "s", Body: make([]byte, 100)}
+	start := time.Now()
+	for range n {
+		if _, err := st.append(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	must(b, st.log.Sync())
+	b.Logf("appended %d messages (%d bytes of log) in %v", n, st.log.Stats().Bytes, time.Since(start).Round(time.Millisecond))
+	b.Run("first", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			cch, err := conn.Channel()
+			must(b, err)
+			must(b, cch.Qos(1000, 0, false))
+			d, err := cch.Consume("s", "", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
+			must(b, err)
+			for j := 1; j <= n; j++ {
+				dm := <-d
+				if j == n {
+					if got := dm.Headers["x-stream-offset"]; got != int64(n-1) {
+						b.Fatalf("last delivery at offset %v, want %d", got, n-1)
+					}
+				}
+				if j%500 == 0 || j == n {
+					must(b, dm.Ack(true))
+				}
+			}
+			must(b, cch.Close())
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
 }

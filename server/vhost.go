@@ -36,7 +36,9 @@ type Vhost struct {
 	// are nil when the server has no data directory.
 	meta    *metaStore
 	storage *vhostStorage
-	log     *slog.Logger
+	// transient is where transient queues page to disk (see persist.go).
+	transient *vhostStorage
+	log       *slog.Logger
 
 	mu        sync.RWMutex
 	exchanges map[string]*Exchange

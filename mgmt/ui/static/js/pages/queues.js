@@ -106,6 +106,32 @@ function queueDetails(q) {
   ]);
 }
 
+// streamDetails shows a stream queue's log: offsets, segments, bytes and
+// where each consumer is (present only when the API sent first_offset).
+function streamDetails(q) {
+  const consumers = Array.isArray(q.stream_consumers) ? q.stream_consumers : [];
+  const table = consumers.length === 0 ? h('p', {class: 'muted'}, 'No stream consumers.')
+    : h('table', {class: 'list'},
+      h('caption', {class: 'sr-only'}, 'Stream consumer offsets'),
+      h('thead', null, h('tr', null,
+        h('th', {scope: 'col'}, 'Consumer tag'), h('th', {scope: 'col'}, 'Channel'),
+        h('th', {scope: 'col', class: 'num'}, 'Next offset'), h('th', {scope: 'col', class: 'num'}, 'In flight'),
+        h('th', {scope: 'col'}, 'Tracking name'))),
+      h('tbody', null, consumers.map((c) => h('tr', null,
+        h('td', null, c.consumer_tag),
+        h('td', null, c.channel_details ? c.channel_details.connection_name + ' (' + c.channel_details.number + ')' : '–'),
+        h('td', {class: 'num'}, fmtInt(c.offset)),
+        h('td', {class: 'num'}, fmtInt(c.in_flight)),
+        h('td', null, c.tracking_name || '–')))));
+  return h('div', null, details([
+    ['First offset', fmtInt(q.first_offset)],
+    ['Last offset (committed)', q.last_offset === null || q.last_offset === undefined ? 'none yet' : fmtInt(q.last_offset)],
+    ['Next offset', fmtInt(q.next_offset)],
+    ['Segments', fmtInt(q.segments)],
+    ['Size', fmtBytes(q.bytes)],
+  ]), table);
+}
+
 function messageCounts(q) {
   const row = (label, n, b) => h('tr', null, h('th', {scope: 'row'}, label),
     h('td', {class: 'num'}, fmtInt(n)), h('td', {class: 'num'}, fmtBytes(b)));
@@ -175,6 +201,9 @@ export function renderDetail(page) {
   const detailsBox = h('div');
   const countsBox = h('div');
   const consumersBox = h('div');
+  const streamBox = h('div');
+  const streamSection = section('Stream', streamBox);
+  streamSection.hidden = true;
   const bindingsBox = h('div');
   const queued = queuedChart((d) => d);
   const rates = new Chart('Message rates', rateSpecs((d) => d.message_stats, [
@@ -201,6 +230,7 @@ export function renderDetail(page) {
     h('h1', {id: titleId}, 'Queue ', h('span', {class: 'name'}, name)),
     h('div', {class: 'two-col'}, section('Details', detailsBox), section('Messages', countsBox)),
     h('div', {class: 'charts'}, queued.el, rates.el),
+    streamSection,
     section('Consumers', consumersBox),
     section('Bindings', bindingsBox, h('h3', null, 'Add binding to this queue'),
       bindForm(vhost, {destType: 'q', destination: name}, refreshBindings)),
@@ -223,5 +253,9 @@ export function renderDetail(page) {
     queued.update(q);
     rates.update(q);
     fill(consumersBox, consumerTable(q.consumer_details, false));
+    streamSection.hidden = q.first_offset === undefined;
+    if (!streamSection.hidden) {
+      fill(streamBox, streamDetails(q));
+    }
   };
 }
