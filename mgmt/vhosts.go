@@ -257,14 +257,19 @@ func permissionJSON(p server.PermissionInfo) map[string]any {
 	return map[string]any{"user": p.User, "vhost": p.Vhost, "configure": p.Configure, "write": p.Write, "read": p.Read}
 }
 
-func (a *API) listPermissionsWhere(rq *request, keep func(server.PermissionInfo) bool) error {
-	var out []server.PermissionInfo
-	for _, p := range a.srv.Permissions() {
-		if keep(p) {
-			out = append(out, p)
+// listFiltered lists the items keep accepts, rendered as JSON objects.
+func listFiltered[T any](rq *request, all []T, keep func(T) bool, render func(T) map[string]any) error {
+	var out []T
+	for _, x := range all {
+		if keep(x) {
+			out = append(out, x)
 		}
 	}
-	return list(rq, out, lister[server.PermissionInfo]{render: permissionJSON}, false)
+	return list(rq, out, lister[T]{render: render}, false)
+}
+
+func (a *API) listPermissionsWhere(rq *request, keep func(server.PermissionInfo) bool) error {
+	return listFiltered(rq, a.srv.Permissions(), keep, permissionJSON)
 }
 
 func (a *API) listPermissions(rq *request) error {
@@ -342,13 +347,7 @@ func topicPermissionJSON(tp server.TopicPermission) map[string]any {
 }
 
 func (a *API) listTopicPermissionsWhere(rq *request, keep func(server.TopicPermission) bool) error {
-	var out []server.TopicPermission
-	for _, tp := range a.srv.TopicPermissions() {
-		if keep(tp) {
-			out = append(out, tp)
-		}
-	}
-	return list(rq, out, lister[server.TopicPermission]{render: topicPermissionJSON}, false)
+	return listFiltered(rq, a.srv.TopicPermissions(), keep, topicPermissionJSON)
 }
 
 func (a *API) listTopicPermissions(rq *request) error {

@@ -416,6 +416,23 @@ func TestServerCloseSends320(t *testing.T) {
 
 func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 	ts := startServer(t)
+	testAlarmBlocksPublishers(t, ts, "low on memory",
+		func() bool { ts.SetMemoryHighWatermark(1); return ts.MemoryAlarm() }, // anything is above one byte
+		func() { ts.SetMemoryHighWatermark(0) })
+}
+
+func TestDiskAlarmBlocksPublishers(t *testing.T) {
+	ts := startServer(t)
+	testAlarmBlocksPublishers(t, ts, "low on disk",
+		func() bool { ts.SetDiskFreeLimit(1 << 62); return ts.DiskAlarm() }, // more than any disk has free
+		func() { ts.SetDiskFreeLimit(0) })
+}
+
+// testAlarmBlocksPublishers raises an alarm and checks that the publishing
+// connection gets connection.blocked with reason, then connection.unblocked
+// when the alarm clears, while a consumer keeps receiving throughout.
+func testAlarmBlocksPublishers(t *testing.T, ts *testServer, reason string, raise func() bool, clearAlarm func()) {
+	t.Helper()
 	pubConn, pub := ts.channel(t)
 	blocked := pubConn.NotifyBlocked(make(chan amqp091.Blocking, 4))
 	mustDeclare(t, pub, "alarm", nil)
@@ -424,9 +441,7 @@ func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 	d, err := cons.Consume("alarm", "", true, false, false, false, nil)
 	must(t, err)
 	recv(t, d)
-
-	ts.SetMemoryHighWatermark(1) // anything is above one byte
-	if !ts.MemoryAlarm() {
+	if !raise() {
 		t.Fatal("alarm not raised")
 	}
 	// The reader may already be waiting on the socket; like RabbitMQ it blocks
@@ -434,13 +449,13 @@ func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 	publish(t, pub, "", "alarm", "during")
 	select {
 	case b := <-blocked:
-		if !b.Active || b.Reason != "low on memory" {
-			t.Fatalf("blocking %+v", b)
+		if !b.Active || b.Reason != reason {
+			t.Fatalf("blocking %+v, want reason %q", b, reason)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no connection.blocked")
 	}
-	ts.SetMemoryHighWatermark(0)
+	clearAlarm()
 	select {
 	case b := <-blocked:
 		if b.Active {
@@ -453,36 +468,4 @@ func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 	if m := recv(t, d); string(m.Body) != "during" {
 		t.Fatalf("got %q", m.Body)
 	}
-}
-
-func TestDiskAlarmBlocksPublishers(t *testing.T) {
-	ts := startServer(t)
-	pubConn, pub := ts.channel(t)
-	blocked := pubConn.NotifyBlocked(make(chan amqp091.Blocking, 4))
-	mustDeclare(t, pub, "disk", nil)
-	publish(t, pub, "", "disk", "before")
-	roundTrip(t, pub)
-	ts.SetDiskFreeLimit(1 << 62) // more than any disk has free
-	if !ts.DiskAlarm() {
-		t.Fatal("disk alarm not raised")
-	}
-	publish(t, pub, "", "disk", "during")
-	select {
-	case b := <-blocked:
-		if !b.Active || b.Reason != "low on disk" {
-			t.Fatalf("blocking %+v", b)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no connection.blocked")
-	}
-	ts.SetDiskFreeLimit(0)
-	select {
-	case b := <-blocked:
-		if b.Active {
-			t.Fatalf("second notification %+v", b)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no connection.unblocked")
-	}
-	waitFor(t, 5*time.Second, "both messages", func() bool { return queueInfo(ts, "disk").Ready == 2 })
 }
