@@ -28,5 +28,8 @@ func fdatasync(f *os.File) error {
 	if serr != nil {
 		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
 	}
+	if obs := syncObserver.Load(); obs != nil {
+		(*obs)(f.Name())
+	}
 	return nil
 }
