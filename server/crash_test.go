@@ -132,60 +132,78 @@ func TestCrashKill9(t *testing.T) {
 	rounds := 20
 	for round := range rounds {
 		b := startCrashBroker(t, dir, addr)
-		led := &crashLedger{confirmed: map[string]bool{}, ackSent: map[string]bool{}, acked: map[string]bool{}}
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		setup, err := amqp091.Dial(url)
+		led := runCrashLoad(t, url, round, 3, true, time.Duration(100+rand.IntN(400))*time.Millisecond, b)
+		b = startCrashBroker(t, dir, addr)
+		present := drainCrashQueue(t, url)
+		nConf, nAck := checkCrashLedger(t, round, led, present)
+		t.Logf("round %d: %d confirmed, %d durably acked, %d present after restart", round, nConf, nAck, len(present))
+		b.kill()
+	}
+}
+
+// runCrashLoad declares the crash queues, runs publishers (and an acking
+// consumer when ack is set) against the broker at url, kills b after wait
+// (the random moment of the crash) and returns what the broker promised.
+func runCrashLoad(t *testing.T, url string, round, publishers int, ack bool, wait time.Duration, b *crashBroker) *crashLedger {
+	t.Helper()
+	led := &crashLedger{confirmed: map[string]bool{}, ackSent: map[string]bool{}, acked: map[string]bool{}}
+	setup, err := amqp091.Dial(url)
+	must(t, err)
+	sch, err := setup.Channel()
+	must(t, err)
+	for _, q := range []string{"crash", "crash-marker"} {
+		_, err = sch.QueueDeclare(q, true, false, false, false, nil)
 		must(t, err)
-		sch, err := setup.Channel()
-		must(t, err)
-		_, err = sch.QueueDeclare("crash", true, false, false, false, nil)
-		must(t, err)
-		_, err = sch.QueueDeclare("crash-marker", true, false, false, false, nil)
-		must(t, err)
-		setup.Close()
-		for p := range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				crashPublisher(url, fmt.Sprintf("r%d-p%d", round, p), led, stop)
-			}()
-		}
+	}
+	setup.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			crashPublisher(url, fmt.Sprintf("r%d-p%d", round, p), led, stop)
+		}()
+	}
+	if ack {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			crashAcker(url, led, stop)
 		}()
-		time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond) // the random moment of the crash
-		b.kill()
-		close(stop)
-		wg.Wait()
-
-		b = startCrashBroker(t, dir, addr)
-		present := drainCrashQueue(t, url)
-		led.mu.Lock()
-		var lost, back []string
-		for id := range led.confirmed {
-			if !present[id] && !led.ackSent[id] {
-				lost = append(lost, id)
-			}
-		}
-		for id := range led.acked {
-			if present[id] {
-				back = append(back, id)
-			}
-		}
-		nConf, nAck := len(led.confirmed), len(led.acked)
-		led.mu.Unlock()
-		if len(lost) > 0 {
-			t.Fatalf("round %d: %d confirmed messages lost, e.g. %v", round, len(lost), lost[:min(5, len(lost))])
-		}
-		if len(back) > 0 {
-			t.Fatalf("round %d: %d acked messages came back, e.g. %v", round, len(back), back[:min(5, len(back))])
-		}
-		t.Logf("round %d: %d confirmed, %d durably acked, %d present after restart", round, nConf, nAck, len(present))
-		b.kill()
 	}
+	time.Sleep(wait)
+	b.kill()
+	close(stop)
+	wg.Wait()
+	return led
+}
+
+// checkCrashLedger fails the test if a confirmed message the consumer had not
+// acked is missing after the restart, or a durably acked one came back. It
+// returns the numbers of confirmed and durably acked messages.
+func checkCrashLedger(t *testing.T, round int, led *crashLedger, present map[string]bool) (confirmed, acked int) {
+	t.Helper()
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	var lost, back []string
+	for id := range led.confirmed {
+		if !present[id] && !led.ackSent[id] {
+			lost = append(lost, id)
+		}
+	}
+	for id := range led.acked {
+		if present[id] {
+			back = append(back, id)
+		}
+	}
+	if len(lost) > 0 {
+		t.Fatalf("round %d: %d confirmed messages lost, e.g. %v", round, len(lost), lost[:min(5, len(lost))])
+	}
+	if len(back) > 0 {
+		t.Fatalf("round %d: %d durably acked messages came back, e.g. %v", round, len(back), back[:min(5, len(back))])
+	}
+	return len(led.confirmed), len(led.acked)
 }
 
 func crashPublisher(url, prefix string, led *crashLedger, stop chan struct{}) {
@@ -442,60 +460,13 @@ func TestPowerCutLosesNothingConfirmed(t *testing.T) {
 	url := "amqp://guest:guest@" + addr + "/"
 	for round := range 5 {
 		b := startCrashBroker(t, dir, addr, "WARREN_CRASH_SHADOW="+shadow)
-		led := &crashLedger{confirmed: map[string]bool{}, ackSent: map[string]bool{}, acked: map[string]bool{}}
-		setup, err := amqp091.Dial(url)
-		must(t, err)
-		sch, err := setup.Channel()
-		must(t, err)
-		for _, q := range []string{"crash", "crash-marker"} {
-			_, err = sch.QueueDeclare(q, true, false, false, false, nil)
-			must(t, err)
-		}
-		setup.Close()
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for p := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				crashPublisher(url, fmt.Sprintf("r%d-p%d", round, p), led, stop)
-			}()
-		}
-		if round%2 == 1 { // odd rounds also ack; even rounds keep every message
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				crashAcker(url, led, stop)
-			}()
-		}
-		time.Sleep(time.Duration(150+rand.IntN(250)) * time.Millisecond) // the random moment of the cut
-		b.kill()
-		close(stop)
-		wg.Wait()
+		// Odd rounds also ack; even rounds keep every message.
+		led := runCrashLoad(t, url, round, 2, round%2 == 1, time.Duration(150+rand.IntN(250))*time.Millisecond, b)
 		restored, removed := powerCut(t, dir, shadow)
 
 		b = startCrashBroker(t, dir, addr)
 		present := drainCrashQueue(t, url)
-		led.mu.Lock()
-		var lost, back []string
-		for id := range led.confirmed {
-			if !present[id] && !led.ackSent[id] {
-				lost = append(lost, id)
-			}
-		}
-		for id := range led.acked {
-			if present[id] {
-				back = append(back, id)
-			}
-		}
-		nConf := len(led.confirmed)
-		led.mu.Unlock()
-		if len(lost) > 0 {
-			t.Fatalf("round %d: %d confirmed messages lost in the power cut, e.g. %v", round, len(lost), lost[:min(5, len(lost))])
-		}
-		if len(back) > 0 {
-			t.Fatalf("round %d: %d durably acked messages came back, e.g. %v", round, len(back), back[:min(5, len(back))])
-		}
+		nConf, _ := checkCrashLedger(t, round, led, present)
 		t.Logf("round %d: %d confirmed, %d files rewound, %d never-synced files dropped, %d present after restart",
 			round, nConf, restored, removed, len(present))
 		b.kill()
