@@ -30,6 +30,12 @@ func (a *API) connectionJSON(c server.ConnDetail, q sampleQuery) map[string]any 
 		"client_properties": tableJSON(c.ClientProperties),
 		"recv_cnt":          c.RecvCnt, "send_pend": c.SendPending,
 	}
+	if t := c.TLS; t != nil {
+		m["ssl"], m["ssl_protocol"], m["ssl_key_exchange"], m["ssl_cipher"], m["ssl_hash"] = true, t.Protocol, t.KeyExchange, t.Cipher, t.Hash
+		if t.PeerSubject != "" {
+			m["peer_cert_subject"], m["peer_cert_issuer"], m["peer_cert_validity"] = t.PeerSubject, t.PeerIssuer, t.PeerValidity
+		}
+	}
 	if name, ok := c.ClientProperties["connection_name"].(string); ok {
 		m["user_provided_name"] = name
 	}

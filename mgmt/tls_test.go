@@ -2,11 +2,15 @@ package mgmt
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/internal/testcert"
 	"github.com/warrenmq/warren/server"
@@ -21,6 +25,7 @@ func TestHTTPSManagementAPI(t *testing.T) {
 	scfg.MemoryHighWatermark = 0
 	scfg.Logger = testLogger()
 	scfg.TLSCertFile, scfg.TLSKeyFile = certFile, keyFile
+	scfg.AMQPSListen = "127.0.0.1:0"
 	srv, err := server.New(scfg)
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +68,34 @@ func TestHTTPSManagementAPI(t *testing.T) {
 	}
 	if res.StatusCode != http.StatusOK || res.TLS == nil {
 		t.Fatalf("HTTPS overview: status %d, tls %v, body %s", res.StatusCode, res.TLS != nil, body)
+	}
+
+	// An AMQPS connection shows its TLS session in the connection list.
+	ac, err := amqp091.DialTLS("amqps://guest:guest@"+srv.AMQPSAddr().String()+"/", &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatalf("AMQPS dial: %v", err)
+	}
+	defer ac.Close()
+	req, err = http.NewRequest(http.MethodGet, "https://"+api.Addr().String()+"/api/connections", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("guest", "guest")
+	res, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []map[string]any
+	err = json.NewDecoder(res.Body).Decode(&conns)
+	res.Body.Close()
+	if err != nil || len(conns) != 1 {
+		t.Fatalf("connections: %v %v", conns, err)
+	}
+	c := conns[0]
+	if c["ssl"] != true || c["ssl_protocol"] != "tlsv1.3" || c["ssl_key_exchange"] != "any" || c["ssl_hash"] != "aead" ||
+		!strings.Contains(c["ssl_cipher"].(string), "_gcm") && c["ssl_cipher"] != "chacha20_poly1305" || c["peer_cert_subject"] != nil {
+		t.Fatalf("AMQPS connection TLS fields: ssl=%v protocol=%v kx=%v cipher=%v hash=%v subject=%v",
+			c["ssl"], c["ssl_protocol"], c["ssl_key_exchange"], c["ssl_cipher"], c["ssl_hash"], c["peer_cert_subject"])
 	}
 
 	// Plain HTTP to the HTTPS port gets no API answer.

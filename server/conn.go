@@ -41,6 +41,7 @@ type conn struct {
 	// externalOK whether EXTERNAL is offered (tls.go).
 	peerCN     string
 	externalOK bool
+	tlsInfo    *TLSConnInfo // nil on plain TCP; set once by the reader before the handshake
 	// vhostSlot is the vhost this connection is counted against (limits.go).
 	vhostSlot *Vhost
 
@@ -93,6 +94,8 @@ type ConnInfo struct {
 	ClientProperties amqp.Table
 	ConnectedAt      time.Time
 	RecvOct, SendOct uint64
+	// TLS describes the session of an AMQPS connection; nil on plain TCP.
+	TLS *TLSConnInfo
 }
 
 func newConn(s *Server, nc net.Conn, id uint64) *conn {
@@ -594,6 +597,7 @@ func (c *conn) Info() ConnInfo {
 		FrameMax: c.frameMax, ChannelMax: c.channelMax, Heartbeat: c.heartbeat,
 		ClientProperties: c.clientProps, ConnectedAt: c.opened,
 		RecvOct: c.stats.recvOct.value(), SendOct: c.stats.sendOct.value(),
+		TLS: c.tlsInfo,
 	}
 	if c.user != nil {
 		info.User = c.user.name

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 )
@@ -149,6 +151,7 @@ func (c *conn) startTLSHandshake() error {
 		return fmt.Errorf("TLS handshake: %w", err)
 	}
 	st := tc.ConnectionState()
+	c.tlsInfo = newTLSConnInfo(&st)
 	if len(st.VerifiedChains) > 0 && len(st.PeerCertificates) > 0 {
 		c.peerCN = st.PeerCertificates[0].Subject.CommonName
 		c.externalOK = c.peerCN != ""
@@ -191,4 +194,43 @@ func (u *users) get(name string) *account {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	return u.accounts[name]
+}
+
+// TLSConnInfo describes an AMQPS session in the terms of RabbitMQ's
+// management API (ssl_protocol, ssl_key_exchange, ssl_cipher, ssl_hash and
+// the peer certificate fields).
+type TLSConnInfo struct {
+	Protocol    string // "tlsv1.2", "tlsv1.3"
+	KeyExchange string // "ecdhe_rsa", "ecdhe_ecdsa"; "any" under TLS 1.3, where the suite does not name it
+	Cipher      string // "aes_128_gcm", "chacha20_poly1305", …
+	Hash        string // "aead" for the AEAD suites Warren allows
+	// PeerSubject, PeerIssuer and PeerValidity describe the client
+	// certificate; empty when the client presented none.
+	PeerSubject, PeerIssuer, PeerValidity string
+}
+
+// newTLSConnInfo names the negotiated version and cipher suite the way
+// Erlang's ssl application does, which is what RabbitMQ reports.
+func newTLSConnInfo(st *tls.ConnectionState) *TLSConnInfo {
+	info := &TLSConnInfo{Protocol: "tlsv1.2", KeyExchange: "any", Hash: "aead"}
+	if st.Version == tls.VersionTLS13 {
+		info.Protocol = "tlsv1.3"
+	}
+	// Suite names look like TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 (1.2) or
+	// TLS_AES_128_GCM_SHA256 (1.3).
+	name := strings.TrimPrefix(tls.CipherSuiteName(st.CipherSuite), "TLS_")
+	if kx, rest, ok := strings.Cut(name, "_WITH_"); ok {
+		info.KeyExchange, name = strings.ToLower(kx), rest
+	}
+	if i := strings.LastIndex(name, "_SHA"); i > 0 {
+		name = name[:i]
+	}
+	info.Cipher = strings.ToLower(name)
+	if len(st.PeerCertificates) > 0 {
+		cert := st.PeerCertificates[0]
+		info.PeerSubject = cert.Subject.String()
+		info.PeerIssuer = cert.Issuer.String()
+		info.PeerValidity = cert.NotBefore.UTC().Format(time.RFC3339) + " - " + cert.NotAfter.UTC().Format(time.RFC3339)
+	}
+	return info
 }

@@ -146,6 +146,12 @@ func TestExternalLoginWithClientCert(t *testing.T) {
 	if len(users) != 1 || users[0] != "alice" {
 		t.Fatalf("connection users = %v, want [alice]", users)
 	}
+	// The management view of the connection names the client certificate.
+	details := ts.ConnectionDetails()
+	if len(details) != 1 || details[0].TLS == nil || !strings.Contains(details[0].TLS.PeerSubject, "CN=alice") ||
+		details[0].TLS.PeerIssuer == "" || details[0].TLS.Protocol == "" {
+		t.Fatalf("connection TLS details = %+v", details)
+	}
 }
 
 func TestExternalRefused(t *testing.T) {
