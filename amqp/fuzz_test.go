@@ -188,6 +188,15 @@ func FuzzProperties(f *testing.F) {
 		prio, hasPrio := PeekPriority(data)
 		var p Properties
 		err := p.Decode(data)
+		// CheckProperties accepts what Decode accepts, with the same flags; it
+		// judges the headers table by its length only.
+		flags, cerr := CheckProperties(data)
+		if err == nil && (cerr != nil || flags != p.Flags) {
+			t.Fatalf("Decode ok with flags %#x, CheckProperties %#x, %v", p.Flags, flags, cerr)
+		}
+		if cerr == nil && err != nil && flags&FlagHeaders == 0 {
+			t.Fatalf("CheckProperties accepted what Decode refused: %v", err)
+		}
 		reused := fullProperties()
 		if rerr := reused.Decode(data); (rerr == nil) != (err == nil) {
 			t.Fatalf("reused struct: error %v, fresh: %v", rerr, err)

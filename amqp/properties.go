@@ -175,6 +175,15 @@ func (p *Properties) AppendTo(b []byte) []byte {
 	return b
 }
 
+// PeekFlags returns the property flags of raw property bytes (0 when raw is
+// too short), without the continuation bits.
+func PeekFlags(raw []byte) uint16 {
+	if len(raw) < 2 {
+		return 0
+	}
+	return binary.BigEndian.Uint16(raw) &^ 3
+}
+
 // PeekDeliveryMode returns the delivery-mode property from raw property bytes
 // without decoding the rest, skipping the fields before it. It returns 0 when
 // the property is absent or the bytes are malformed.
@@ -249,4 +258,48 @@ func skipTo(raw []byte, flag uint16) (int, bool) {
 		off++
 	}
 	return off, true
+}
+
+// CheckProperties validates raw property bytes the way Decode does, without
+// allocating, and returns the property flags. The headers table is checked
+// for its length only; callers that need the headers decode them anyway.
+// The broker uses it on the publish path to skip decoding properties no
+// feature reads.
+func CheckProperties(raw []byte) (uint16, error) {
+	flags, off, err := readShort(raw, 0)
+	if err != nil {
+		return 0, fmt.Errorf("properties: %w", err)
+	}
+	for cont := flags; cont&1 != 0; {
+		if cont, off, err = readShort(raw, off); err != nil {
+			return 0, fmt.Errorf("properties: %w", err)
+		}
+	}
+	flags &^= 3
+	for bit := uint16(0x8000); bit > 3 && err == nil; bit >>= 1 {
+		if flags&bit == 0 {
+			continue
+		}
+		switch bit {
+		case FlagHeaders:
+			var n uint32
+			if n, off, err = readLong(raw, off); err == nil && uint64(off)+uint64(n) > uint64(len(raw)) {
+				err = ErrTruncated
+			}
+			off += int(n)
+		case FlagDeliveryMode, FlagPriority:
+			_, off, err = readOctet(raw, off)
+		case FlagTimestamp:
+			_, off, err = readLonglong(raw, off)
+		default: // every other property is a short string
+			_, off, err = readShortstrBytes(raw, off)
+		}
+	}
+	if err == nil {
+		err = checkEnd(raw, off)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("properties: %w", err)
+	}
+	return flags, nil
 }

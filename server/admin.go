@@ -1080,7 +1080,7 @@ func newAdminMessage(p Publishing) (*Message, *amqp.Error) {
 		delete(props.Headers, "BCC")
 	}
 	m.RawProps = props.AppendTo(nil)
-	m.props, m.propsDecoded = props, true
+	m.props = &props
 	return m, nil
 }
 

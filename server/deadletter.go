@@ -51,7 +51,12 @@ func (q *Queue) publishDeadLetters(dead []deadLetter) {
 	}
 	r := newRouter()
 	for _, d := range dead {
-		m := q.deadLetterMessage(d, &qa)
+		m, err := q.deadLetterMessage(d, &qa)
+		if err != nil {
+			// The properties were validated at publish; only a broker bug gets here.
+			q.vhost.log.Error("dead-lettering: undecodable properties; message dropped", "queue", q.name, "err", err)
+			continue
+		}
 		targets := r.route(ex, m)
 		kept := targets[:0]
 		for _, t := range targets {
@@ -68,9 +73,12 @@ func (q *Queue) publishDeadLetters(dead []deadLetter) {
 // deadLetterMessage builds the republished copy of a dead letter: same body,
 // properties with x-death updated, the expiration removed, and RabbitMQ's
 // routing (the dead-letter routing key, or the original keys).
-func (q *Queue) deadLetterMessage(d deadLetter, qa *queueArgs) *Message {
+func (q *Queue) deadLetterMessage(d deadLetter, qa *queueArgs) (*Message, error) {
 	orig := d.m.msg
-	props := orig.props // decoded at publish; copy before changing
+	props, err := orig.sharedProperties() // a copy: changed below
+	if err != nil {
+		return nil, err
+	}
 	headers := make(amqp.Table, len(props.Headers)+4)
 	for k, v := range props.Headers {
 		headers[k] = v
@@ -107,8 +115,8 @@ func (q *Queue) deadLetterMessage(d deadLetter, qa *queueArgs) *Message {
 	}
 	m := &Message{Exchange: qa.dlx, RoutingKey: key, Body: orig.Body, ccKeys: cc, ttl: -1}
 	m.RawProps = props.AppendTo(nil)
-	m.props, m.propsDecoded = props, true
-	return m
+	m.props = &props
+	return m, nil
 }
 
 // mergeDeath puts entry at the front of x-death. An existing entry for the
@@ -138,6 +146,7 @@ func mergeDeath(deaths []any, entry amqp.Table) []any {
 // isDeadLetterCycle reports whether republishing m to queue would close a
 // dead-letter cycle with no rejection in it (RabbitMQ drops such messages).
 func isDeadLetterCycle(m *Message, queue string) bool {
+	// m is the copy deadLetterMessage built, so its properties are decoded.
 	deaths, _ := m.props.Headers["x-death"].([]any)
 	for _, d := range deaths {
 		t, ok := d.(amqp.Table)

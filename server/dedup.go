@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"time"
+
+	"github.com/warrenmq/warren/amqp"
 )
 
 // dedupCache remembers recent message keys for x-message-deduplication. It is
@@ -21,14 +23,23 @@ func newDedupCache(size int, ttl time.Duration) *dedupCache {
 }
 
 // dedupKey is the x-deduplication-header header, or else the message-id.
+// Queues call it concurrently for a fanned-out message, so it never caches a
+// decode in the message.
 func dedupKey(m *Message) string {
-	if v, ok := m.props.Headers["x-deduplication-header"]; ok && v != nil {
+	if amqp.PeekFlags(m.RawProps)&(amqp.FlagHeaders|amqp.FlagMessageID) == 0 {
+		return ""
+	}
+	p, err := m.sharedProperties()
+	if err != nil { // validated at publish: cannot happen
+		return ""
+	}
+	if v, ok := p.Headers["x-deduplication-header"]; ok && v != nil {
 		if s, isStr := v.(string); isStr {
 			return s
 		}
 		return fmt.Sprint(v)
 	}
-	return m.props.MessageID
+	return p.MessageID
 }
 
 // seenBefore reports whether m's key is cached (a duplicate); otherwise it

@@ -191,7 +191,9 @@ func (r *router) routeOne(ex *Exchange, m *Message) {
 	} else {
 		var hdrs amqp.Table
 		if ex.kind == kindHeaders {
-			hdrs = m.props.Headers
+			if p, err := m.Properties(); err == nil { // validated at publish
+				hdrs = p.Headers
+			}
 		}
 		ex.mu.RLock()
 		ex.bindings.Match(m.RoutingKey, hdrs, r.visitFn)

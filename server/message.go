@@ -22,22 +22,38 @@ type Message struct {
 	// ttl is the per-message expiration in milliseconds, or -1.
 	ttl int64
 
-	// props is RawProps decoded, filled on first use by the publishing goroutine
-	// before the message is shared. Embedded to save an allocation per message.
-	props        amqp.Properties
-	propsDecoded bool
+	// props is RawProps decoded, or nil. Only the goroutine that owns the
+	// message before it is routed sets it (Properties); messages whose
+	// properties no feature reads are never decoded, which keeps the plain
+	// publish path free of the decode and Message small.
+	props *amqp.Properties
 }
 
-// Properties decodes RawProps once. Call it only before the message is routed
-// to queues (the result is then read-only).
+// Properties decodes RawProps once and keeps the result. Call it only before
+// the message is routed to queues (the result is then read-only); afterwards
+// use sharedProperties.
 func (m *Message) Properties() (*amqp.Properties, error) {
-	if !m.propsDecoded {
-		if err := m.props.Decode(m.RawProps); err != nil {
+	if m.props == nil {
+		p := new(amqp.Properties)
+		if err := p.Decode(m.RawProps); err != nil {
 			return nil, err
 		}
-		m.propsDecoded = true
+		m.props = p
 	}
-	return &m.props, nil
+	return m.props, nil
+}
+
+// sharedProperties returns a copy of the decoded properties of a message that
+// queues may share: the cached decode when the publisher made one, else a
+// fresh decode that is not kept (no goroutine may write a shared message).
+// The copy's Headers table is the shared one: replace it, never modify it.
+func (m *Message) sharedProperties() (amqp.Properties, error) {
+	if m.props != nil {
+		return *m.props, nil
+	}
+	var p amqp.Properties
+	err := p.Decode(m.RawProps)
+	return p, err
 }
 
 // Persistent reports whether the publisher set delivery-mode 2.

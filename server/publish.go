@@ -10,11 +10,18 @@ import (
 // before it is shared: the expiration, sender-selected distribution (CC and
 // BCC headers, BCC removed) and direct reply-to.
 func (ch *channel) prepareMessage(m *Message) *amqp.Error {
+	m.ttl = -1
+	flags, err := amqp.CheckProperties(m.RawProps)
+	if err != nil {
+		return amqp.NewError(amqp.SyntaxError, methodBasicPublish, "malformed content properties: %v", err)
+	}
+	if flags&(amqp.FlagExpiration|amqp.FlagHeaders|amqp.FlagReplyTo) == 0 {
+		return nil // nothing to act on: leave the properties undecoded
+	}
 	p, err := m.Properties()
 	if err != nil {
 		return amqp.NewError(amqp.SyntaxError, methodBasicPublish, "malformed content properties: %v", err)
 	}
-	m.ttl = -1
 	if p.Flags&amqp.FlagExpiration != 0 {
 		ttl, perr := parseExpiration(p.Expiration)
 		if perr != "" {
@@ -81,7 +88,11 @@ func (q *Queue) deliveryProps(m queued) []byte {
 	if m.deliveries == 0 || q.qa.deliveryLimit < 0 {
 		return m.msg.RawProps
 	}
-	p := m.msg.props
+	p, err := m.msg.sharedProperties()
+	if err != nil { // validated at publish: deliver what the publisher sent
+		q.vhost.log.Error("redelivery: undecodable properties", "queue", q.name, "err", err)
+		return m.msg.RawProps
+	}
 	headers := make(amqp.Table, len(p.Headers)+1)
 	for k, v := range p.Headers {
 		headers[k] = v

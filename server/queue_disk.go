@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/msgstore"
 	"github.com/warrenmq/warren/queueindex"
 )
@@ -159,6 +160,9 @@ func messageFromRecord(rec msgstore.Record) *Message {
 	m := &Message{
 		Exchange: string(rec.Exchange), RoutingKey: string(rec.RoutingKey),
 		RawProps: buf[:len(rec.Properties):len(rec.Properties)], Body: buf[len(rec.Properties):], ttl: -1,
+	}
+	if amqp.PeekFlags(m.RawProps)&amqp.FlagHeaders == 0 {
+		return m
 	}
 	if p, err := m.Properties(); err == nil {
 		if cc, ok := p.Headers["CC"].([]any); ok {
