@@ -10,7 +10,9 @@
 //	00000000.qi  segment files of SlotsPerSegment (4096) slots of SlotSize (32)
 //	00000001.qi  bytes, no header; segment n holds ids [n*4096, (n+1)*4096)
 //	checkpoint   next id, id lease and (after a clean Close) per-segment counts
-//	lock         flock'ed while an Index has the directory open
+//
+// While an Index has the directory open it holds an flock on the directory
+// itself (older versions locked a file named lock, which is now ignored).
 //
 // The slot of sequence id n is at byte (n%4096)*32 of file n/4096. A slot is,
 // big endian:
