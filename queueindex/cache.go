@@ -79,9 +79,12 @@ func (p *page) clearDirty() {
 
 func (p *page) evictable() bool { return p.ndirty == 0 && !p.inflight }
 
-// release closes the page's file and returns its buffer to the pool.
-func (p *page) release() error {
-	pagePool.Put(p.buf)
+// release closes the page's file and returns its buffer to the pool, or
+// leaves it to the garbage collector when pool is false.
+func (p *page) release(pool bool) error {
+	if pool {
+		pagePool.Put(p.buf)
+	}
 	p.buf = nil
 	if p.f == nil {
 		return nil
@@ -158,14 +161,14 @@ func (ix *Index) shrinkCacheLocked(limit int) {
 		if victim < 0 {
 			return
 		}
-		ix.dropPageLocked(victim)
+		ix.dropPageLocked(victim, true)
 	}
 }
 
 // dropPageLocked removes cache[i] and releases it. A close error of an evicted
 // page loses nothing (a clean page's bytes are on disk), and the caller that
 // caused the eviction has nothing to do about it, so it is logged.
-func (ix *Index) dropPageLocked(i int) {
+func (ix *Index) dropPageLocked(i int, pool bool) {
 	p := ix.cache[i]
 	if ix.tail == p {
 		ix.tail = nil
@@ -174,7 +177,33 @@ func (ix *Index) dropPageLocked(i int) {
 	ix.cache[i] = ix.cache[last]
 	ix.cache[last] = nil
 	ix.cache = ix.cache[:last]
-	if err := p.release(); err != nil {
+	if err := p.release(pool); err != nil {
 		ix.cfg.Logger.Warn("queueindex: close evicted segment", "dir", ix.cfg.Dir, "segment", p.num, "err", err)
 	}
+}
+
+// ReleaseIdle frees the cached pages that no call has used since the previous
+// ReleaseIdle and that hold no unflushed change, closing their segment files,
+// and returns how many it freed. An owner with many queues calls it
+// periodically for each: an idle queue then holds no page (SegmentSize bytes)
+// and no open segment file, and its next access reads the segment back (one
+// read of at most SegmentSize bytes). A closed index frees nothing.
+func (ix *Index) ReleaseIdle() int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed {
+		return 0
+	}
+	n := 0
+	for i := 0; i < len(ix.cache); {
+		if p := ix.cache[i]; p.evictable() && p.used <= ix.idleMark {
+			// Not to the pool: idle memory should go back to the system.
+			ix.dropPageLocked(i, false) // moves the last page to i
+			n++
+			continue
+		}
+		i++
+	}
+	ix.idleMark = ix.clock
+	return n
 }

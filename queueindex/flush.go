@@ -113,7 +113,7 @@ func (ix *Index) planFlushLocked() (flushPlan, error) {
 			ix.segs = append(ix.segs[:si], ix.segs[si+1:]...)
 			for i, p := range ix.cache {
 				if p.num == num {
-					ix.dropPageLocked(i)
+					ix.dropPageLocked(i, true)
 					break
 				}
 			}

@@ -47,17 +47,20 @@ type Index struct {
 	// checkpoint on disk. Written under ckMu, read atomically by Append.
 	lease atomic.Uint64
 
-	mu      sync.Mutex
-	closed  bool
-	err     error     // sticky: set when a write or sync failed (wraps ErrFailed)
-	segs    []segment // every segment with a file or pending writes, by number
-	cache   []*page   // cached pages, at most cfg.CacheSegments plus dirty ones
-	tail    *page     // the page appends go to, if cached
-	clock   uint64    // LRU clock for cache
-	next    uint64    // next sequence id Append hands out
-	live    uint64    // ready entries
-	bytes   uint64    // sum of Entry.Size over ready entries
-	settled []uint64  // segments whose live count reached 0: deleted by the next Flush
+	mu     sync.Mutex
+	closed bool
+	err    error     // sticky: set when a write or sync failed (wraps ErrFailed)
+	segs   []segment // every segment with a file or pending writes, by number
+	cache  []*page   // cached pages, at most cfg.CacheSegments plus dirty ones
+	tail   *page     // the page appends go to, if cached
+	// idleMark is the LRU clock at the last ReleaseIdle: pages not used
+	// since are idle.
+	idleMark uint64
+	clock    uint64   // LRU clock for cache
+	next     uint64   // next sequence id Append hands out
+	live     uint64   // ready entries
+	bytes    uint64   // sum of Entry.Size over ready entries
+	settled  []uint64 // segments whose live count reached 0: deleted by the next Flush
 
 	stats counters
 
@@ -249,6 +252,9 @@ func (ix *Index) Append(e Entry) (uint64, error) {
 		if p, err = ix.startTailLocked(num); err != nil {
 			return 0, err
 		}
+	} else {
+		ix.clock++
+		p.used = ix.clock // ReleaseIdle keeps a page appends use
 	}
 	slot := int(seq % SlotsPerSegment)
 	encodeSlot(p.buf[slot*SlotSize:], e)
@@ -448,7 +454,7 @@ func (ix *Index) writeLease(next, lease uint64, sync bool) error {
 func (ix *Index) releasePagesLocked() error {
 	var errs []error
 	for _, p := range ix.cache {
-		if err := p.release(); err != nil {
+		if err := p.release(true); err != nil {
 			errs = append(errs, fmt.Errorf("queueindex: close segment %d: %w", p.num, err))
 		}
 	}

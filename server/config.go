@@ -180,6 +180,9 @@ type Config struct {
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 
+	// indexIdleEvery overrides indexIdleEvery (tests); zero means the default.
+	indexIdleEvery time.Duration
+
 	// ProductVersion is reported to clients in connection.start server-properties.
 	ProductVersion string
 }

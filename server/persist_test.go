@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -203,5 +204,47 @@ func TestTransientQueuePagesToTheTransientStore(t *testing.T) {
 	must(t, ts.Close())
 	if _, err := os.Stat(transientDir); !os.IsNotExist(err) {
 		t.Fatalf("transient store left behind after a clean stop: %v", err)
+	}
+}
+
+// TestIdleQueuesReleaseIndexPages: durable queues that go idle give back
+// their cached index pages (128 KiB each), and their messages stay intact.
+func TestIdleQueuesReleaseIndexPages(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.indexIdleEvery = 20 * time.Millisecond })
+	_, ch := ts.channel(t)
+	must(t, ch.Confirm(false))
+	const queues = 20
+	for i := range queues {
+		name := fmt.Sprintf("idle-%d", i)
+		_, err := ch.QueueDeclare(name, true, false, false, false, nil)
+		must(t, err)
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", name, false, false,
+			amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(name)})
+		must(t, err)
+		if ok, err := dc.WaitContext(context.Background()); !ok || err != nil {
+			t.Fatalf("publish to %s not confirmed: %v", name, err)
+		}
+	}
+	cached := func() int {
+		n := 0
+		for _, q := range ts.Vhost("/").Queues() {
+			q.mu.Lock()
+			ix := q.index
+			q.mu.Unlock()
+			if ix != nil {
+				n += ix.Stats().CachedSegments
+			}
+		}
+		return n
+	}
+	waitFor(t, 10*time.Second, "idle queues to release their index pages", func() bool { return cached() == 0 })
+	for i := range queues {
+		name := fmt.Sprintf("idle-%d", i)
+		d, ok, err := ch.Get(name, false)
+		must(t, err)
+		if !ok || string(d.Body) != name {
+			t.Fatalf("%s: got %q (ok %v) after its index page was released", name, d.Body, ok)
+		}
+		must(t, d.Ack(false))
 	}
 }

@@ -172,6 +172,7 @@ func (s *Server) Start() error {
 	s.log.Info("AMQP listener started", "addr", ln.Addr().String())
 	s.coarse.Store(nowMillis())
 	s.goFunc(s.tickClock)
+	s.goFunc(s.releaseIdleIndexPages)
 	s.goFunc(func() { s.acceptLoop(ln) })
 	if s.amqpsLn != nil {
 		s.goFunc(func() { s.acceptLoop(s.amqpsLn) })
