@@ -21,6 +21,11 @@
 // position hint, size) is read with one pread; when the hint is stale (after
 // compaction) the index finds the record by offset.
 //
+// An owner may register a prologue (Log.SetPrologue): a record Append writes
+// first in every segment it starts, so state the owner keeps in its own log
+// (stream offset tracking) is never only in segments that retention removes.
+// Log.SetSegmentSize changes the roll size of an open log.
+//
 // Durability follows the FlushPolicy. Under FlushFsync (the default) Append
 // writes to the OS at once and a single flusher goroutine fdatasyncs the files
 // written since its previous round, then calls every WhenDurable callback the

@@ -28,6 +28,9 @@ type Log struct {
 	next    uint64 // offset of the next record
 	closed  bool
 	obs     appendObserver // set once by the Store before any append
+	// prologue, when set, gives the record that starts every segment Append
+	// starts (SetPrologue).
+	prologue func() (Record, bool)
 
 	segMu sync.Mutex                 // serialises changes to segs
 	segs  atomic.Pointer[[]*segment] // sorted by base, copy-on-write: readers load without locks
@@ -150,6 +153,18 @@ func (l *Log) append(r *Record, refs int) (Loc, error) {
 			return Loc{}, err
 		}
 	}
+	if s.needPrologue {
+		if err := l.writePrologueLocked(s); err != nil {
+			return Loc{}, err
+		}
+	}
+	return l.writeLocked(s, buf, r.Timestamp, refs)
+}
+
+// writeLocked writes the encoded record buf (all but its offset and CRC) at
+// the end of s, which is the active segment. Caller holds writeMu.
+func (l *Log) writeLocked(s *segment, buf []byte, ts int64, refs int) (Loc, error) {
+	n := len(buf)
 	off, pos := l.next, s.size.Load()
 	sealRecord(buf, off)
 	if _, err := s.f.WriteAt(buf, pos); err != nil {
@@ -164,7 +179,7 @@ func (l *Log) append(r *Record, refs int) (Loc, error) {
 		s.idxMu.Unlock()
 		s.idxNext = pos + int64(l.cfg.IndexInterval)
 	}
-	s.noteAppendLocked(r.Timestamp, uint32(off-s.base), pos, indexed)
+	s.noteAppendLocked(ts, uint32(off-s.base), pos, indexed)
 	l.next = off + 1
 	l.nextOff.Store(l.next)
 	loc := Loc{Offset: off, Pos: uint32(pos), Size: uint32(n)}
@@ -174,6 +189,70 @@ func (l *Log) append(r *Record, refs int) (Loc, error) {
 	l.appends.Add(1)
 	l.publishWriteLocked(s, off)
 	return loc, nil
+}
+
+// SetPrologue makes every segment that Append starts from now on begin with
+// the record fn returns, written just before the record that started the
+// segment (its offset comes first; a zero Timestamp is set to the current
+// time). When fn reports false the segment gets no prologue. An owner that
+// keeps its own state in the log (stream offset tracking) uses it so a copy of
+// that state is in every segment and removing old segments never removes the
+// only one. fn runs under the append lock: it must be quick and must not call
+// the Log. If writing the prologue fails, the Append fails and the next
+// Append tries again, so the prologue is always a new segment's first record.
+// nil removes the hook. The segment Open creates for an empty log has no
+// prologue. Not for a Store's log (the Store does not expose it).
+func (l *Log) SetPrologue(fn func() (Record, bool)) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.prologue = fn
+}
+
+// writePrologueLocked writes the prologue at the start of s, a segment that
+// Append started. Caller holds writeMu.
+func (l *Log) writePrologueLocked(s *segment) error {
+	if l.prologue == nil {
+		s.needPrologue = false
+		return nil
+	}
+	r, ok := l.prologue()
+	if !ok {
+		s.needPrologue = false
+		return nil
+	}
+	if len(r.Exchange) > 255 || len(r.RoutingKey) > 255 {
+		return fmt.Errorf("msgstore: prologue: %w", ErrFieldTooLong)
+	}
+	n := r.EncodedSize()
+	if n > l.cfg.MaxRecordSize {
+		return fmt.Errorf("msgstore: prologue: %w: %d bytes, limit %d", ErrRecordTooLarge, n, l.cfg.MaxRecordSize)
+	}
+	if r.Timestamp == 0 {
+		r.Timestamp = time.Now().UnixNano()
+	}
+	buf := make([]byte, n) // once per segment: not worth the pool
+	putRecordFields(buf, &r)
+	if _, err := l.writeLocked(s, buf, r.Timestamp, 1); err != nil {
+		return err
+	}
+	s.needPrologue = false
+	return nil
+}
+
+// SetSegmentSize changes the size at which Append starts a new segment, for
+// an owner whose configuration changes while the log is open (a stream policy).
+// The active segment keeps filling until it reaches the new size. IndexInterval
+// stays as configured: when it exceeds the new size, each segment gets one
+// index entry and a lookup reads at most its segment. It returns
+// ErrInvalidConfig when n is outside [1024, MaxSegmentSize].
+func (l *Log) SetSegmentSize(n int64) error {
+	if n < 1024 || n > MaxSegmentSize {
+		return fmt.Errorf("%w: SegmentSize %d outside [1024, %d]", ErrInvalidConfig, n, MaxSegmentSize)
+	}
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.cfg.SegmentSize = n
+	return nil
 }
 
 // writeFailedLocked cuts a partial record off the file so the log stays a
@@ -218,6 +297,7 @@ func (l *Log) rollLocked(base uint64) (*segment, error) {
 		return nil, fmt.Errorf("msgstore: start segment %s: %w", ns.segPath, wrapWriteErr(err))
 	}
 	ns.f, ns.idxLoaded = f, true
+	ns.needPrologue = l.prologue != nil
 	ns.startTimeIndex()
 	old := l.active
 	old.sealed.Store(true)

@@ -69,6 +69,9 @@ type segment struct {
 
 	idxNext int64 // position from which the next index entry is due; Log.writeMu
 	dirty   bool  // written since the flusher's last round; Log.stateMu
+
+	// needPrologue: the next Append writes the Log's prologue first; Log.writeMu.
+	needPrologue bool
 }
 
 func segName(base uint64) string { return fmt.Sprintf("%020d", base) }

@@ -26,6 +26,10 @@ import (
 // when the queue is declared (Vhost.policyQueueArgs, called from
 // declareQueue), and applied to the running queue with Queue.reconfigure.
 // For exchanges only alternate-exchange applies (Exchange.policyAlternate).
+// Stream queues take only max-length-bytes, max-age and
+// stream-max-segment-size-bytes, where the policy wins over the argument as
+// in RabbitMQ's stream queue type (effectiveStreamArgs); they are applied to
+// the running stream (applyStreamPolicy), never through Queue.reconfigure.
 
 // Policy apply-to values.
 const (
@@ -53,7 +57,9 @@ const (
 	keyNonNeg                 // integer ≥ 0
 	keyPositive               // integer ≥ 1
 	keyEnum
-	keyAny // stored only (ha-* keys for the cluster work)
+	keyAny         // stored only (ha-* keys for the cluster work)
+	keyAge         // an interval string such as "7D" (streams' max-age)
+	keySegmentSize // a stream segment size in bytes
 )
 
 type policyKey struct {
@@ -88,6 +94,11 @@ var policyKeys = map[string]policyKey{
 	"ha-sync-batch-size":      {kind: keyPositive, what: "ha-sync-batch-size value"},
 	"ha-promote-on-shutdown":  {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-shutdown value"},
 	"ha-promote-on-failure":   {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-failure value"},
+
+	// Stream retention (streamPolicyKeys); max-length-bytes above applies to
+	// streams too.
+	"max-age":                       {kind: keyAge, what: "max age"},
+	"stream-max-segment-size-bytes": {kind: keySegmentSize, what: "segment size"},
 }
 
 // operatorPolicyKeys are the keys an operator policy may set (RabbitMQ's
@@ -188,6 +199,15 @@ func validatePolicyValue(k string, v any) error {
 	case keyEnum:
 		s, ok := v.(string)
 		if !ok || !slices.Contains(spec.enum, s) {
+			return policyError("%s is not a valid %s", erlTerm(v), spec.what)
+		}
+	case keyAge:
+		if _, ok := streamMaxAge(v); !ok {
+			return policyError("%s is not a valid %s", erlTerm(v), spec.what)
+		}
+	case keySegmentSize:
+		_, isInt := v.(int64)
+		if _, ok := streamSegmentSize(v); !isInt || !ok {
 			return policyError("%s is not a valid %s", erlTerm(v), spec.what)
 		}
 	}
@@ -337,6 +357,16 @@ func (a *vhostAdmin) table(operator bool) map[string]*compiledPolicy {
 func (vh *Vhost) policyQueueArgs(name string, declared amqp.Table, qa queueArgs) queueArgs {
 	_, _, def := vh.adm.policySet().match(false, name)
 	if def == nil {
+		return qa
+	}
+	if qa.stream != nil {
+		// A stream takes only the stream keys (effectiveStreamArgs); the
+		// classic-queue keys do not apply to it.
+		sa, err := effectiveStreamArgs(name, vh.name, *qa.stream, def)
+		if err != nil {
+			vh.log.Error("stream policy value not applied", "queue", name, "err", err)
+		}
+		qa.stream = &sa
 		return qa
 	}
 	return effectiveQueueArgs(name, vh.name, declared, def, qa)
@@ -537,6 +567,10 @@ func (vh *Vhost) reapplyPolicies(before, after *policySet) {
 		if equalDefinitions(old, now) {
 			continue
 		}
+		if q.qa.stream != nil { // set at declare and never replaced for a stream
+			vh.applyStreamPolicy(q, now)
+			continue
+		}
 		q.mu.Lock()
 		current := q.qa
 		q.mu.Unlock()
@@ -545,6 +579,26 @@ func (vh *Vhost) reapplyPolicies(before, after *policySet) {
 	for _, ex := range vh.Exchanges() {
 		setPolicyAlternate(ex, after)
 	}
+}
+
+// applyStreamPolicy gives stream queue q the retention its declared
+// arguments and policy definition def make. The queue's own queueArgs are
+// left alone: readers of q.qa.stream take no lock.
+func (vh *Vhost) applyStreamPolicy(q *Queue, def map[string]any) {
+	s := vh.streams.get(q)
+	if s == nil {
+		return // deleted meanwhile
+	}
+	declared, aerr := parseStreamArgs(q.name, vh.name, q.declaredArgs())
+	if aerr != nil {
+		vh.log.Error("stream arguments no longer parse; policy not applied", "queue", q.name, "err", aerr)
+		return
+	}
+	sa, err := effectiveStreamArgs(q.name, vh.name, declared, def)
+	if err != nil {
+		vh.log.Error("stream policy value not applied", "queue", q.name, "err", err)
+	}
+	s.setRetention(streamRetention{maxBytes: sa.maxBytes, maxAge: sa.maxAge, segmentSize: sa.segmentSize})
 }
 
 func equalDefinitions(a, b map[string]any) bool {

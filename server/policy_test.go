@@ -91,6 +91,27 @@ func TestPolicyValidationMessages(t *testing.T) {
 	}
 }
 
+// Stream retention keys validate as RabbitMQ's do and are not operator keys.
+func TestPolicyStreamKeysValidation(t *testing.T) {
+	valid := map[string]any{"max-age": "7D", "stream-max-segment-size-bytes": int64(1 << 20), "max-length-bytes": int64(0)}
+	if err := ValidatePolicy(Policy{Name: "p", Pattern: ".*", ApplyTo: ApplyToQueues, Definition: valid}, false); err != nil {
+		t.Fatal(err)
+	}
+	for def, want := range map[string]map[string]any{
+		"is not a valid max age":      {"max-age": "10x"},
+		"1000 is not a valid segment": {"stream-max-segment-size-bytes": int64(1000)},
+		"is not a valid segment size": {"stream-max-segment-size-bytes": "big"},
+	} {
+		err := ValidatePolicy(Policy{Name: "p", Pattern: ".*", ApplyTo: ApplyToQueues, Definition: want}, false)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), def) {
+			t.Errorf("%v: %v", want, err)
+		}
+	}
+	if err := ValidatePolicy(Policy{Name: "p", Pattern: ".*", ApplyTo: ApplyToQueues, Definition: map[string]any{"max-age": "1h"}}, true); err == nil {
+		t.Error("operator policy accepted max-age")
+	}
+}
+
 // TestPolicyPersistence stores and deletes policies and checks both
 // survive a restart, applied to the recovered queue.
 func TestPolicyPersistence(t *testing.T) {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,30 +19,57 @@ import (
 // consumers read without removing anything. Publishing appends; every
 // consumer has its own reader goroutine with its own Iterator, so a consumer
 // replaying old data never blocks the tail. Retention removes whole old
-// segments (never the active one) by x-max-length-bytes and x-max-age.
+// segments (never the active one) by max-length-bytes and max-age, from the
+// x-arguments or a policy (the policy wins where both set one, as in RabbitMQ).
 //
-// Goroutines: one maintenance goroutine per stream (retention, persisting
-// tracked offsets, closing the log), counted in the server's WaitGroup so
+// Tracked offsets (x-stream-offset-tracking-name) live in the log itself, as
+// tracking snapshot records (stream_tracking.go): records flagged
+// streamFlagTracking whose body holds every tracking name's last acked offset.
+// They take log offsets like messages but are never delivered.
+//
+// Goroutines: one maintenance goroutine per stream (retention, writing
+// tracking snapshots, closing the log), counted in the server's WaitGroup so
 // Server.Close waits for it; one reader goroutine per consumer, counted in
 // stream.wg. Both stop when the stream is deleted or the server quits.
 //
-// Lock order: vhost.mu → streamTable.mu → stream.mu; a reader goroutine takes
-// channel.umu → channel.cmu → outbox.mu. No lock is held across log I/O
-// except by queue deletion, which closes the log under vhost.mu.
+// Lock order: vhost.mu → streamTable.mu → stream.mu → stream.tmu;
+// stream.amu → msgstore's append lock → stream.tmu (the prologue hook); a
+// reader goroutine takes channel.umu → channel.cmu → outbox.mu. tmu is a leaf.
+// Publishes hold amu shared around their Append; a snapshot writer holds it
+// exclusively, which orders snapshots in the log as they were encoded. No lock
+// is held across log I/O except amu (one write) and, by queue deletion,
+// vhost.mu while the log closes.
 //
 // Invariants: offsets are the log's, so they are never reused while the
 // stream exists; a consumer's deliveries carry increasing offsets; an ack never
-// removes data, only retention does, one whole sealed segment at a time.
+// removes data, only retention does, one whole sealed segment at a time; every
+// segment started while some offset is tracked begins with a tracking
+// snapshot, so the newest snapshot is in the newest non-empty segment.
 //
 // Caveats:
-//   - Tracked offsets live in offsets.json, written by the maintenance
-//     goroutine at most once a second and on a clean shutdown: after a crash
-//     a tracking consumer may see up to a second of acked messages again.
+//   - A tracking snapshot is written at most every streamTrackEvery after an
+//     ack changed a tracked offset, at once when a tracking consumer is
+//     cancelled (or its channel closes), and on a clean shutdown; it is as
+//     durable as the stream's flush policy makes any record. After a crash a
+//     tracking consumer resumes after the offset of the newest snapshot that
+//     survived, so it may see up to streamTrackEvery of acked messages again.
+//   - At most maxStreamTrackingNames tracking names per stream, counting
+//     names whose consumers have not acked yet; there is no way to forget
+//     one short of deleting the stream (a reserved name without an ack is
+//     forgotten at restart).
+//   - Tracking records take offsets and bytes: the first, last and next
+//     offsets, segment count and bytes in StreamInfo are the log's and include
+//     them; published, delivered and acked counters count messages only.
+//   - Opening a stream after a clean shutdown reads one index interval (the
+//     final snapshot); after a crash it reads the newest non-empty segment.
 //   - A reader notices its channel closed within streamPollEvery; a
 //     basic.cancel or queue deletion stops it at once.
 //   - "last" is the newest message (RabbitMQ: the newest chunk); seeking by
 //     timestamp reads at most one index interval (msgstore's time index);
 //     AMQP timestamps have one-second resolution.
+//   - A policy's stream-max-segment-size-bytes applies from the next segment;
+//     the index interval stays the one chosen when the stream was opened.
+//     Other policy keys (message-ttl, max-length, ...) do not apply to streams.
 //   - Global (channel-wide) prefetch is counted but not enforced for stream
 //     consumers; per-consumer prefetch is required and enforced.
 //   - x-single-active-consumer is not supported on streams. A definitions
@@ -53,23 +79,53 @@ type stream struct {
 	q      *Queue
 	dir    string
 	log    *msgstore.Log
-	args   streamArgs
 	logger *slog.Logger
 	quit   <-chan struct{} // the server's quit channel
 
+	// ret is the effective retention (arguments and policy); replaced whole
+	// by setRetention, read without locks.
+	ret atomic.Pointer[streamRetention]
+
 	mu        sync.Mutex
 	consumers map[*consumer]*streamConsumer
-	tracking  map[string]uint64 // tracking name → last acked offset
-	dirty     bool              // tracking changed since it was written
-	closing   bool              // no new consumers
+	closing   bool // no new consumers
 
-	kick   chan struct{} // wakes the maintenance goroutine (cap 1)
-	stop   chan struct{} // closed to delete or close the stream
-	halt   chan struct{} // closed by the maintenance goroutine: readers stop
-	done   chan struct{} // closed when the log is closed
-	remove atomic.Bool   // delete the files on stop
-	once   sync.Once
-	wg     sync.WaitGroup // reader goroutines
+	// amu orders appends against tracking snapshots: shared around a
+	// publish's Append, exclusive around a snapshot's encoding and Append.
+	amu sync.RWMutex
+	// snapAppending is set (under amu held exclusively) while a snapshot is
+	// appended, so the prologue hook does not add a second one before it.
+	snapAppending bool
+
+	tmu        sync.Mutex
+	tracking   map[string]uint64   // tracking name → last acked offset
+	reserved   map[string]struct{} // names of consumers that have not acked yet
+	trackDirty bool                // tracking changed since the last snapshot was encoded
+
+	// lastMsg is the newest message's offset + 1 (0: none); lastKnown says
+	// whether it is known (after a crash it may be resolved on first use).
+	lastMsg   atomic.Uint64
+	lastKnown atomic.Bool
+	lastMu    sync.Mutex // serialises resolveLast
+
+	kick      chan struct{} // an append: size retention (cap 1)
+	reconf    chan struct{} // retention changed, or a deferred retention run is due (cap 1)
+	trackKick chan struct{} // tracking changed (cap 1)
+	stop      chan struct{} // closed to delete or close the stream
+	halt      chan struct{} // closed by the maintenance goroutine: readers stop
+	done      chan struct{} // closed when the log is closed
+	remove    atomic.Bool   // delete the files on stop
+	// retryArmed: a WhenDurable callback will re-run retention (retryWhenDurable).
+	retryArmed atomic.Bool
+	once       sync.Once
+	wg         sync.WaitGroup // reader goroutines
+}
+
+// streamRetention is a stream's effective retention.
+type streamRetention struct {
+	maxBytes    int64         // 0 = unlimited
+	maxAge      time.Duration // 0 = unlimited
+	segmentSize int64
 }
 
 // streamTable maps a vhost's stream queues to their streams.
@@ -116,9 +172,6 @@ func (t *streamTable) take(q *Queue) *stream {
 	return s
 }
 
-// trackingFile holds a stream's tracked consumer offsets (JSON).
-const trackingFile = "offsets.json"
-
 // checkStreamDeclare refuses stream properties RabbitMQ refuses: a stream is
 // durable, not exclusive and not auto-delete.
 func checkStreamDeclare(vh *Vhost, name string, m *amqp.QueueDeclare) *amqp.Error {
@@ -139,27 +192,28 @@ func checkStreamDeclare(vh *Vhost, name string, m *amqp.QueueDeclare) *amqp.Erro
 	return nil
 }
 
-// openStream opens (or creates) the log of stream queue q and starts its
-// maintenance goroutine, which srv.Close waits for.
+// openStream opens (or creates) the log of stream queue q, restores its
+// tracked offsets and starts its maintenance goroutine, which srv.Close waits for.
 func openStream(srv *Server, q *Queue) error {
 	vh := q.vhost
 	if vh.storage == nil {
 		return fmt.Errorf("stream %q: %w", q.name, ErrStreamNoDataDir)
 	}
 	dir := filepath.Join(vh.storage.dir, "streams", dirName(q.name))
+	sa := *q.qa.stream
 	cfg := msgstore.DefaultConfig(dir)
-	cfg.SegmentSize = q.qa.stream.segmentSize
+	cfg.SegmentSize = sa.segmentSize
 	cfg.IndexInterval = int(min(int64(cfg.IndexInterval), cfg.SegmentSize/4))
-	cfg.Flush = srv.cfg.Flush
+	cfg.Flush = vh.storage.policy // the vhost's, unless the stream sets its own
 	cfg.FlushInterval = srv.cfg.FlushInterval
 	cfg.FlushMessages = srv.cfg.FlushMessages
-	if sa := q.qa.stream; sa.hasFlush {
+	if sa.hasFlush {
 		cfg.Flush = sa.flush
 	}
-	if sa := q.qa.stream; sa.flushInterval > 0 {
+	if sa.flushInterval > 0 {
 		cfg.FlushInterval = sa.flushInterval
 	}
-	if sa := q.qa.stream; sa.flushMessages > 0 {
+	if sa.flushMessages > 0 {
 		cfg.FlushMessages = sa.flushMessages
 	}
 	cfg.CompactDeadRatio = 1
@@ -172,11 +226,13 @@ func openStream(srv *Server, q *Queue) error {
 		return fmt.Errorf("stream %q: %w", q.name, err)
 	}
 	s := &stream{
-		q: q, dir: dir, log: l, args: *q.qa.stream, logger: vh.log.With("stream", q.name), quit: srv.quit,
-		consumers: make(map[*consumer]*streamConsumer),
-		kick:      make(chan struct{}, 1), stop: make(chan struct{}), halt: make(chan struct{}), done: make(chan struct{}),
+		q: q, dir: dir, log: l, logger: vh.log.With("stream", q.name), quit: srv.quit,
+		consumers: make(map[*consumer]*streamConsumer), reserved: make(map[string]struct{}),
+		kick: make(chan struct{}, 1), reconf: make(chan struct{}, 1), trackKick: make(chan struct{}, 1),
+		stop: make(chan struct{}), halt: make(chan struct{}), done: make(chan struct{}),
 	}
-	if s.tracking, err = readTracking(dir); err != nil {
+	s.ret.Store(&streamRetention{maxBytes: sa.maxBytes, maxAge: sa.maxAge, segmentSize: sa.segmentSize})
+	if err := s.openTracking(); err != nil {
 		return errors.Join(fmt.Errorf("stream %q: %w", q.name, err), l.Close())
 	}
 	vh.streams.bind(srv)
@@ -200,9 +256,14 @@ func closeStream(q *Queue, remove bool) {
 
 // append writes m to the log and wakes the readers.
 func (s *stream) append(m *Message) (uint64, error) {
+	s.amu.RLock()
 	loc, err := s.log.Append(msgstore.Record{
 		Exchange: []byte(m.Exchange), RoutingKey: []byte(m.RoutingKey), Properties: m.RawProps, Body: m.Body,
 	})
+	if err == nil {
+		s.noteLast(loc.Offset + 1)
+	}
+	s.amu.RUnlock()
 	if err != nil {
 		return 0, err
 	}
@@ -212,7 +273,7 @@ func (s *stream) append(m *Message) (uint64, error) {
 		sc.signal()
 	}
 	s.mu.Unlock()
-	if s.args.maxBytes > 0 {
+	if s.ret.Load().maxBytes > 0 {
 		select {
 		case s.kick <- struct{}{}:
 		default:
@@ -221,38 +282,59 @@ func (s *stream) append(m *Message) (uint64, error) {
 	return loc.Offset, nil
 }
 
-// tracked returns the last acked offset of tracking name.
-func (s *stream) tracked(name string) (uint64, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	off, ok := s.tracking[name]
-	return off, ok
+// setRetention applies new effective retention (a policy changed): the
+// maintenance goroutine re-applies retention at once, and new segments get
+// the new size.
+func (s *stream) setRetention(r streamRetention) {
+	if old := s.ret.Load(); *old == r {
+		return
+	}
+	s.ret.Store(&r)
+	if err := s.log.SetSegmentSize(r.segmentSize); err != nil {
+		s.logger.Error("stream segment size from policy", "size", r.segmentSize, "err", err)
+	}
+	select {
+	case s.reconf <- struct{}{}:
+	default:
+	}
 }
 
-// maintainEvery is how often a stream applies retention and writes tracked offsets.
+// maintainEvery is how often a stream checks retention by age and retries
+// a tracking snapshot that failed.
 func (s *stream) maintainEvery() time.Duration {
 	d := time.Second
-	if a := s.args.maxAge / 4; a > 0 && a < d {
+	if a := s.ret.Load().maxAge / 4; a > 0 && a < d {
 		d = max(a, 10*time.Millisecond)
 	}
 	return d
 }
 
 // maintain is the stream's maintenance goroutine. On exit it stops the
-// readers, writes the tracked offsets and closes (or deletes) the log.
+// readers, writes the final tracking snapshot and closes (or deletes) the log.
 func (s *stream) maintain(srvWG *sync.WaitGroup) {
 	defer srvWG.Done()
 	defer close(s.done)
 	t := time.NewTicker(s.maintainEvery())
 	defer t.Stop()
+	var track <-chan time.Time // armed while a snapshot is due
 loop:
 	for {
 		select {
 		case <-s.kick:
 			s.applyRetention(false)
+		case <-s.reconf:
+			t.Reset(s.maintainEvery())
+			s.applyRetention(true)
 		case <-t.C:
 			s.applyRetention(true)
-			s.saveTracking()
+			s.snapshot(false) // retries one that failed
+		case <-s.trackKick:
+			if track == nil {
+				track = time.After(streamTrackEvery)
+			}
+		case <-track:
+			track = nil
+			s.snapshot(false)
 		case <-s.stop:
 			break loop
 		case <-s.quit:
@@ -282,17 +364,47 @@ loop:
 		}
 		return
 	}
-	s.saveTracking()
+	// The final snapshot is the log's last record unless a publish races the
+	// shutdown: the next open then reads only it.
+	s.snapshot(true)
 	if err := s.log.Close(); err != nil {
 		s.logger.Error("closing stream", "err", err)
 	}
 }
 
+// retryWhenDurable re-runs retention once the record at off is durable (one
+// waiter at a time; it runs on the log's flusher and only signals).
+func (s *stream) retryWhenDurable(off uint64) {
+	if !s.retryArmed.CompareAndSwap(false, true) {
+		return
+	}
+	s.log.WhenDurable(off, func(error) {
+		s.retryArmed.Store(false)
+		select {
+		case s.reconf <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// snapshot writes a tracking snapshot (when tracking changed, or always when
+// final) and logs a failure; a failed one is retried by the next tick.
+func (s *stream) snapshot(final bool) {
+	if err := s.writeSnapshot(final); err != nil && !errors.Is(err, msgstore.ErrClosed) {
+		s.logger.Error("writing tracking snapshot", "err", err)
+	}
+}
+
 // applyRetention removes the oldest sealed segments while the stream is over
-// x-max-length-bytes or (when byAge) while a whole segment is older than x-max-age.
+// max-length-bytes or (when byAge) while a whole segment is older than
+// max-age. Under the fsync policy it waits until the active segment's first
+// record (the tracking snapshot, when offsets are tracked) is on stable
+// storage, so a power cut cannot leave the tracked offsets only in a
+// segment it removed.
 func (s *stream) applyRetention(byAge bool) {
-	overSize := s.args.maxBytes > 0 && s.log.Stats().Bytes > s.args.maxBytes
-	checkAge := byAge && s.args.maxAge > 0
+	r := s.ret.Load()
+	overSize := r.maxBytes > 0 && s.log.Stats().Bytes > r.maxBytes
+	checkAge := byAge && r.maxAge > 0
 	if !overSize && !checkAge {
 		return
 	}
@@ -301,15 +413,19 @@ func (s *stream) applyRetention(byAge bool) {
 		s.logger.Error("stream retention", "err", err)
 		return
 	}
+	if st := s.log.Stats(); st.FlushPolicy == msgstore.FlushFsync && len(infos) > 0 && st.SyncedOffset <= infos[len(infos)-1].Base {
+		s.retryWhenDurable(infos[len(infos)-1].Base)
+		return
+	}
 	var total int64
 	for _, si := range infos {
 		total += si.Size
 	}
-	cutoff := time.Now().Add(-s.args.maxAge).UnixNano()
+	cutoff := time.Now().Add(-r.maxAge).UnixNano()
 	for i := 0; i+1 < len(infos) && !infos[i].Active; i++ {
 		// Every record of segment i is older than the next segment's first.
 		old := checkAge && infos[i+1].FirstTimestamp != 0 && infos[i+1].FirstTimestamp < cutoff
-		big := s.args.maxBytes > 0 && total > s.args.maxBytes
+		big := r.maxBytes > 0 && total > r.maxBytes
 		if !old && !big {
 			return
 		}
@@ -321,75 +437,15 @@ func (s *stream) applyRetention(byAge bool) {
 	}
 }
 
-// readTracking loads the tracked offsets written by saveTracking.
-func readTracking(dir string) (map[string]uint64, error) {
-	m := make(map[string]uint64)
-	b, err := os.ReadFile(filepath.Join(dir, trackingFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return m, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read tracked offsets: %w", err)
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: tracked offsets: %v", ErrStreamCorrupt, err)
-	}
-	return m, nil
-}
-
-// saveTracking writes the tracked offsets if they changed: to a temporary
-// file, fsynced, then renamed over the old one.
-func (s *stream) saveTracking() {
-	s.mu.Lock()
-	if !s.dirty {
-		s.mu.Unlock()
-		return
-	}
-	b, err := json.Marshal(s.tracking)
-	s.dirty = false
-	s.mu.Unlock()
-	if err == nil {
-		err = writeFileSync(filepath.Join(s.dir, trackingFile), b)
-	}
-	if err != nil {
-		s.logger.Error("writing tracked offsets", "err", err)
-		s.mu.Lock()
-		s.dirty = true
-		s.mu.Unlock()
-	}
-}
-
-// writeFileSync replaces path with data durably.
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".new"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
 // Sentinel errors of stream queues (kept here, not in errors.go, which another
 // engineer owns while streams are added).
 var (
 	// ErrStreamNoDataDir means a stream queue was declared on a server without
 	// a data directory: streams exist only on disk.
 	ErrStreamNoDataDir = errors.New("server: streams need a data directory")
-	// ErrStreamCorrupt means a stream's tracked-offsets file could not be decoded.
-	ErrStreamCorrupt = errors.New("server: stream tracking file corrupt")
+	// ErrStreamCorrupt means a stream's tracking snapshot or legacy
+	// tracked-offsets file (offsets.json) could not be decoded.
+	ErrStreamCorrupt = errors.New("server: stream tracking data corrupt")
 	// ErrStreamNeedsAMQP means a stream queue was declared through the
 	// management API, which does not create streams yet.
 	ErrStreamNeedsAMQP = errors.New("server: stream queues are declared over AMQP")

@@ -47,30 +47,89 @@ func parseStreamArgs(name, vhost string, args amqp.Table) (streamArgs, *amqp.Err
 			return sa, argError(name, vhost, k, "not supported by queue type stream")
 		}
 	}
+	if err := parseStreamRetention(name, vhost, args, &sa); err != nil {
+		return sa, err
+	}
+	if err := parseStreamFlush(name, vhost, args, &sa); err != nil {
+		return sa, err
+	}
+	return sa, nil
+}
+
+// parseStreamRetention reads x-max-length-bytes, x-max-age and
+// x-stream-max-segment-size-bytes into sa, leaving absent ones as they are.
+func parseStreamRetention(name, vhost string, args amqp.Table, sa *streamArgs) *amqp.Error {
 	if v, ok := args["x-max-length-bytes"]; ok {
 		n, isInt := intArg(v)
 		if !isInt || n < 0 {
-			return sa, argError(name, vhost, "x-max-length-bytes", "{invalid_value,%v}", v)
+			return argError(name, vhost, "x-max-length-bytes", "{invalid_value,%v}", v)
 		}
 		sa.maxBytes = n
 	}
 	if v, ok := args["x-max-age"]; ok {
-		s, isStr := v.(string)
-		d, err := parseStreamInterval(s)
-		if !isStr || err != nil || d <= 0 {
-			return sa, argError(name, vhost, "x-max-age", "{invalid_value,%v}", v)
+		d, ok := streamMaxAge(v)
+		if !ok {
+			return argError(name, vhost, "x-max-age", "{invalid_value,%v}", v)
 		}
 		sa.maxAge = d
 	}
 	if v, ok := args["x-stream-max-segment-size-bytes"]; ok {
-		n, isInt := intArg(v)
-		if !isInt || n < minStreamSegmentSize || n > maxStreamSegmentSize {
-			return sa, argError(name, vhost, "x-stream-max-segment-size-bytes", "{invalid_value,%v}", v)
+		n, ok := streamSegmentSize(v)
+		if !ok {
+			return argError(name, vhost, "x-stream-max-segment-size-bytes", "{invalid_value,%v}", v)
 		}
 		sa.segmentSize = n
 	}
-	if err := parseStreamFlush(name, vhost, args, &sa); err != nil {
-		return sa, err
+	return nil
+}
+
+// streamMaxAge parses a max-age value: a positive interval string ("7D").
+func streamMaxAge(v any) (time.Duration, bool) {
+	s, isStr := v.(string)
+	if !isStr {
+		return 0, false
+	}
+	d, err := parseStreamInterval(s)
+	return d, err == nil && d > 0
+}
+
+// streamSegmentSize parses a segment size within what msgstore accepts.
+func streamSegmentSize(v any) (int64, bool) {
+	n, isInt := intArg(v)
+	return n, isInt && n >= minStreamSegmentSize && n <= maxStreamSegmentSize
+}
+
+// streamPolicyKeys are the policy definition keys that configure streams,
+// with the x-argument each stands for.
+var streamPolicyKeys = map[string]string{
+	"max-length-bytes":              "x-max-length-bytes",
+	"max-age":                       "x-max-age",
+	"stream-max-segment-size-bytes": "x-stream-max-segment-size-bytes",
+}
+
+// effectiveStreamArgs returns a stream's arguments with a policy definition
+// applied: max-length-bytes, max-age and stream-max-segment-size-bytes from
+// the policy replace the declared x-arguments. RabbitMQ's stream queue type
+// resolves these with policy_precedence (rabbit_stream_queue:update_stream_conf),
+// unlike classic queues, where the smaller value wins. Other keys do not
+// apply to streams. A policy value that does not parse (policies are
+// validated, so it should) is ignored and logged by the caller.
+func effectiveStreamArgs(name, vhost string, declared streamArgs, def map[string]any) (streamArgs, error) {
+	if len(def) == 0 {
+		return declared, nil
+	}
+	overrides := make(amqp.Table, len(streamPolicyKeys))
+	for k, arg := range streamPolicyKeys {
+		if v, ok := def[k]; ok {
+			overrides[arg] = v
+		}
+	}
+	if len(overrides) == 0 {
+		return declared, nil
+	}
+	sa := declared
+	if err := parseStreamRetention(name, vhost, overrides, &sa); err != nil {
+		return declared, err
 	}
 	return sa, nil
 }

@@ -3,6 +3,8 @@ package server
 import (
 	"testing"
 	"time"
+
+	"github.com/warrenmq/warren/amqp"
 )
 
 func TestParseStreamInterval(t *testing.T) {
@@ -69,4 +71,37 @@ func FuzzParseStreamOffset(f *testing.F) {
 			t.Fatalf("interval %q accepted by the offset parser but not the interval parser: %v", s, derr)
 		}
 	})
+}
+
+// Stream retention from a policy replaces the declared argument (RabbitMQ's
+// policy_precedence for streams); other policy keys leave streams alone.
+func TestEffectiveStreamArgs(t *testing.T) {
+	declared, aerr := parseStreamArgs("s", "/", amqp.Table{
+		"x-queue-type": "stream", "x-max-length-bytes": int64(1 << 20), "x-max-age": "1h", "x-stream-flush": "os",
+	})
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	got, err := effectiveStreamArgs("s", "/", declared, map[string]any{
+		"max-length-bytes": int64(4096), "stream-max-segment-size-bytes": int64(2048),
+		"message-ttl": int64(5), "max-length": int64(3), "expires": int64(100000),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.maxBytes != 4096 || got.segmentSize != 2048 || got.maxAge != time.Hour || !got.hasFlush {
+		t.Fatalf("effective: %+v", got)
+	}
+	// A larger policy value wins too: it is precedence, not the minimum.
+	got, _ = effectiveStreamArgs("s", "/", declared, map[string]any{"max-length-bytes": int64(1 << 30), "max-age": "2D"})
+	if got.maxBytes != 1<<30 || got.maxAge != 48*time.Hour {
+		t.Fatalf("larger policy values: %+v", got)
+	}
+	// No stream keys: the declared arguments.
+	if got, _ := effectiveStreamArgs("s", "/", declared, map[string]any{"ha-mode": "all"}); got != declared {
+		t.Fatalf("unrelated policy changed the stream: %+v", got)
+	}
+	if _, err := effectiveStreamArgs("s", "/", declared, map[string]any{"max-age": "soon"}); err == nil {
+		t.Fatal("bad max-age accepted")
+	}
 }

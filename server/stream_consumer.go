@@ -54,10 +54,13 @@ func (ch *channel) consumeStream(q *Queue, m *amqp.BasicConsume, tag string, pri
 	track := ""
 	if v, ok := m.Arguments["x-stream-offset-tracking-name"]; ok {
 		name, isStr := v.(string)
-		if !isStr || name == "" || len(name) > 255 {
+		if !isStr || name == "" || len(name) > maxTrackingNameLen {
 			return amqp.NewError(amqp.PreconditionFailed, m.ID(), "invalid arg 'x-stream-offset-tracking-name' for consumer: %v", v)
 		}
 		track = name
+		if err := s.reserveTracking(name); err != nil {
+			return amqp.NewError(amqp.PreconditionFailed, m.ID(), "cannot track offsets as %q on %s: %v", name, describeQueue(q.name, q.vhost.name), err)
+		}
 	}
 	from, ferr := s.startOffset(spec, track)
 	if ferr != nil {
@@ -97,10 +100,7 @@ func (s *stream) startOffset(spec streamStart, track string) (uint64, error) {
 	case streamStartFirst:
 		return st.FirstOffset, nil
 	case streamStartLast:
-		if st.NextOffset > st.FirstOffset {
-			return st.NextOffset - 1, nil
-		}
-		return st.NextOffset, nil
+		return s.lastOffset()
 	case streamStartOffset:
 		return min(max(spec.offset, st.FirstOffset), st.NextOffset), nil
 	case streamStartTime:
@@ -110,7 +110,9 @@ func (s *stream) startOffset(spec streamStart, track string) (uint64, error) {
 }
 
 // cancelStream stops stream consumer c and waits for its reader, so no
-// delivery follows the cancel-ok.
+// delivery follows the cancel-ok. A tracking consumer's offset is written to
+// the log first (if it changed), so a confirm for any later publish to the
+// stream proves it durable.
 func (ch *channel) cancelStream(c *consumer) {
 	s := c.q.vhost.streams.get(c.q)
 	if s == nil {
@@ -120,9 +122,13 @@ func (ch *channel) cancelStream(c *consumer) {
 	sc := s.consumers[c]
 	delete(s.consumers, c)
 	s.mu.Unlock()
-	if sc != nil {
-		sc.stopOnce.Do(func() { close(sc.stop) })
-		<-sc.done
+	if sc == nil {
+		return
+	}
+	sc.stopOnce.Do(func() { close(sc.stop) })
+	<-sc.done
+	if sc.track != "" {
+		s.snapshot(false)
 	}
 }
 
@@ -150,6 +156,10 @@ func (sc *streamConsumer) run() {
 			continue
 		}
 		if it.Next() {
+			if it.Record().Flags&streamFlagTracking != 0 {
+				sc.offset.Store(it.Loc().Offset + 1) // never delivered
+				continue
+			}
 			if !sc.deliver(it.Loc().Offset, it.Record()) {
 				return
 			}
@@ -254,6 +264,7 @@ func (ch *channel) settleStream(ds []delivery, kind settleKind) {
 	}
 	s.mu.Lock()
 	var woke []*streamConsumer
+	moved := false
 	for i := range ds {
 		sc := s.consumers[ds[i].c]
 		if sc == nil {
@@ -263,16 +274,16 @@ func (ch *channel) settleStream(ds []delivery, kind settleKind) {
 		if len(woke) == 0 || woke[len(woke)-1] != sc {
 			woke = append(woke, sc)
 		}
-		if kind == settleAck && sc.track != "" {
-			if cur, ok := s.tracking[sc.track]; !ok || ds[i].m.seq > cur {
-				s.tracking[sc.track] = ds[i].m.seq
-				s.dirty = true
-			}
+		if kind == settleAck && sc.track != "" && s.noteAckLocked(sc.track, ds[i].m.seq) {
+			moved = true
 		}
 	}
 	s.mu.Unlock()
 	for _, sc := range woke {
 		sc.signal()
+	}
+	if moved {
+		s.kickTracking()
 	}
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"sort"
+	"time"
 
 	"github.com/warrenmq/warren/msgstore"
 )
@@ -12,8 +13,9 @@ type StreamInfo struct {
 	// FirstOffset is the offset of the oldest record retention kept.
 	FirstOffset uint64
 	// LastOffset is the newest committed offset: durable as the stream's flush
-	// policy defines it, so a confirm for it was or can be sent. It is
-	// meaningful only when Committed is set.
+	// policy defines it, so a confirm for it was or can be sent. It is a log
+	// offset, which may be a tracking snapshot's rather than a message's. It
+	// is meaningful only when Committed is set.
 	LastOffset uint64
 	// Committed reports whether any record is committed yet.
 	Committed bool
@@ -23,6 +25,17 @@ type StreamInfo struct {
 	Segments int
 	// Bytes is the total size of the segment files.
 	Bytes int64
+	// MaxLengthBytes is the effective max-length-bytes retention (argument
+	// or policy; the policy wins); 0 is unlimited.
+	MaxLengthBytes int64
+	// MaxAge is the effective max-age retention; 0 is unlimited.
+	MaxAge time.Duration
+	// SegmentSize is the effective stream-max-segment-size-bytes: the size
+	// at which the next segment starts.
+	SegmentSize int64
+	// TrackingNames is the number of x-stream-offset-tracking-name values
+	// whose offsets the stream keeps.
+	TrackingNames int
 	// Consumers lists the stream's consumers, sorted by tag.
 	Consumers []StreamConsumerInfo
 }
@@ -51,7 +64,12 @@ func (q *Queue) StreamInfo() (info StreamInfo, ok bool) {
 		return StreamInfo{}, false
 	}
 	st := s.log.Stats()
-	info = StreamInfo{FirstOffset: st.FirstOffset, NextOffset: st.NextOffset, Segments: st.Segments, Bytes: st.Bytes}
+	r := s.ret.Load()
+	info = StreamInfo{FirstOffset: st.FirstOffset, NextOffset: st.NextOffset, Segments: st.Segments, Bytes: st.Bytes,
+		MaxLengthBytes: r.maxBytes, MaxAge: r.maxAge, SegmentSize: r.segmentSize}
+	s.tmu.Lock()
+	info.TrackingNames = len(s.tracking)
+	s.tmu.Unlock()
 	committed := st.NextOffset // FlushOS, FlushInterval, FlushMessages: written is committed
 	if st.FlushPolicy == msgstore.FlushFsync {
 		committed = st.SyncedOffset

@@ -2,7 +2,9 @@ package server
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +72,18 @@ func recvOffset(t testing.TB, d <-chan amqp091.Delivery, body string, offset int
 		t.Fatalf("got %q at offset %v, want %q at %d", m.Body, m.Headers["x-stream-offset"], body, offset)
 	}
 	must(t, m.Ack(false))
+}
+
+// recvBody receives one delivery, checks its body, acks it and returns its offset.
+func recvBody(t testing.TB, d <-chan amqp091.Delivery, body string) int64 {
+	t.Helper()
+	m := recv(t, d)
+	off, ok := m.Headers["x-stream-offset"].(int64)
+	if string(m.Body) != body || !ok {
+		t.Fatalf("got %q at offset %v, want %q", m.Body, m.Headers["x-stream-offset"], body)
+	}
+	must(t, m.Ack(false))
+	return off
 }
 
 func TestStreamOffsetSpecs(t *testing.T) {
@@ -326,8 +340,15 @@ func TestStreamOffsetTrackingAcrossRestart(t *testing.T) {
 	conn2, _ := ts2.channel(t)
 	confirmPublishAll(t, conn2, "s", "m10")
 	_, d2 := consumeStreamAt(t, conn2, "s", track)
-	for i := 6; i <= 10; i++ {
+	for i := 6; i < 10; i++ {
 		recvOffset(t, d2, "m"+strconv.Itoa(i), int64(i))
+	}
+	// Tracking snapshots took offsets after m9: m10 comes later.
+	if off := recvBody(t, d2, "m10"); off <= 10 {
+		t.Fatalf("m10 at offset %d, want past the tracking snapshots", off)
+	}
+	if _, err := os.Stat(filepath.Join(ts2.Vhost("/").streams.get(ts2.Vhost("/").queue("s")).dir, legacyTrackingFile)); !os.IsNotExist(err) {
+		t.Fatalf("offsets.json exists (%v): tracking belongs in the log", err)
 	}
 	// Without a tracking name the offset spec applies.
 	_, d3 := consumeStreamAt(t, conn2, "s", amqp091.Table{"x-stream-offset": "first"})
@@ -423,6 +444,28 @@ func TestStreamFlushPolicyPerStream(t *testing.T) {
 	expectCode(t, err, 406)
 }
 
+// A stream without x-stream-flush takes its vhost's flush policy.
+func TestStreamFlushPolicyDefaultsToTheVhosts(t *testing.T) {
+	ts := startServer(t, func(c *Config) {
+		c.Vhosts = []string{"fast"}
+		c.VhostFlush = map[string]msgstore.FlushPolicy{"fast": msgstore.FlushOS}
+	})
+	must(t, ts.SetPermissions("guest", "fast", Permission{".*", ".*", ".*"}))
+	conn, err := amqp091.Dial(ts.url + "fast")
+	must(t, err)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	must(t, err)
+	declareStream(t, ch, "s", nil)
+	declareStream(t, ch, "synced", amqp091.Table{"x-stream-flush": "fsync"})
+	vh := ts.Vhost("fast")
+	for name, want := range map[string]msgstore.FlushPolicy{"s": msgstore.FlushOS, "synced": msgstore.FlushFsync} {
+		if got := vh.streams.get(vh.queue(name)).log.Stats().FlushPolicy; got != want {
+			t.Errorf("stream %s in vhost fast: flush policy %v, want %v", name, got, want)
+		}
+	}
+}
+
 func TestStreamDeliveryKeepsPublisherProperties(t *testing.T) {
 	ts := startServer(t)
 	conn, ch := ts.channel(t)
@@ -435,4 +478,128 @@ func TestStreamDeliveryKeepsPublisherProperties(t *testing.T) {
 	if m.Headers["k"] != "v" || m.Headers["x-stream-offset"] != int64(0) || m.ContentType != "text/plain" || m.MessageId != "id1" || m.RoutingKey != "s" {
 		t.Fatalf("delivery lost properties: %+v", m)
 	}
+}
+
+// publishPadded publishes n messages of size bytes to q with confirms.
+func publishPadded(t testing.TB, conn *amqp091.Connection, q string, n, size int) {
+	t.Helper()
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = strings.Repeat("b", size)
+	}
+	confirmPublishAll(t, conn, q, bodies...)
+}
+
+func streamInfo(t testing.TB, ts *testServer, q string) StreamInfo {
+	t.Helper()
+	info, ok := ts.Vhost("/").queue(q).StreamInfo()
+	if !ok {
+		t.Fatalf("%s is not an open stream", q)
+	}
+	return info
+}
+
+// A policy's max-length-bytes and stream-max-segment-size-bytes shape a
+// stream declared without retention arguments.
+func TestStreamRetentionByPolicy(t *testing.T) {
+	ts := startServer(t)
+	conn, ch := ts.channel(t)
+	declareStream(t, ch, "ps", nil)
+	_, err := ts.PutPolicy(Policy{Vhost: "/", Name: "retain", Pattern: "^ps", ApplyTo: ApplyToQueues,
+		Definition: map[string]any{"max-length-bytes": int64(8192), "stream-max-segment-size-bytes": int64(2048)}}, false)
+	must(t, err)
+	declareStream(t, ch, "ps-later", nil) // declared under the policy
+	for _, q := range []string{"ps", "ps-later"} {
+		if info := streamInfo(t, ts, q); info.MaxLengthBytes != 8192 || info.SegmentSize != 2048 || info.MaxAge != 0 {
+			t.Fatalf("%s: effective retention %+v", q, info)
+		}
+	}
+	publishPadded(t, conn, "ps", 200, 200)
+	confirmPublishAll(t, conn, "ps", "newest")
+	waitFor(t, 5*time.Second, "retention by the policy's size", func() bool {
+		info := streamInfo(t, ts, "ps")
+		return info.FirstOffset > 0 && info.Bytes <= 8192
+	})
+	if info := streamInfo(t, ts, "ps"); info.Segments < 2 || info.NextOffset != 201 {
+		t.Fatalf("after retention: %+v", info)
+	}
+	// The active segment stays: the newest message is still there.
+	_, d := consumeStreamAt(t, conn, "ps", amqp091.Table{"x-stream-offset": "last"})
+	recvOffset(t, d, "newest", 200)
+}
+
+// A policy set on an existing stream changes its retention at once, and its
+// max-length-bytes wins over the declared argument (also when larger);
+// removing the policy restores the argument.
+func TestStreamPolicyAppliesToExistingStream(t *testing.T) {
+	ts := startServer(t)
+	conn, ch := ts.channel(t)
+	declareStream(t, ch, "es", amqp091.Table{"x-stream-max-segment-size-bytes": int64(2048), "x-max-length-bytes": int64(1 << 20)})
+	publishPadded(t, conn, "es", 200, 200)
+	if info := streamInfo(t, ts, "es"); info.Segments < 10 || info.FirstOffset != 0 {
+		t.Fatalf("before the policy: %+v", info)
+	}
+	p := Policy{Vhost: "/", Name: "small", Pattern: "^es$", ApplyTo: ApplyToQueues, Definition: map[string]any{"max-length-bytes": int64(8192)}}
+	_, err := ts.PutPolicy(p, false)
+	must(t, err)
+	waitFor(t, 5*time.Second, "retention without another publish", func() bool {
+		info := streamInfo(t, ts, "es")
+		return info.FirstOffset > 0 && info.Bytes <= 8192
+	})
+	must(t, ts.DeletePolicy("/", "small", false))
+	if info := streamInfo(t, ts, "es"); info.MaxLengthBytes != 1<<20 || info.SegmentSize != 2048 {
+		t.Fatalf("after removing the policy: %+v", info)
+	}
+	p.Definition = map[string]any{"max-length-bytes": int64(1 << 30)}
+	_, err = ts.PutPolicy(p, false)
+	must(t, err)
+	if info := streamInfo(t, ts, "es"); info.MaxLengthBytes != 1<<30 {
+		t.Fatalf("a larger policy value does not win: %+v", info)
+	}
+}
+
+// A policy's max-age removes old segments of an existing stream.
+func TestStreamRetentionByPolicyAge(t *testing.T) {
+	ts := startServer(t)
+	conn, ch := ts.channel(t)
+	declareStream(t, ch, "as", amqp091.Table{"x-stream-max-segment-size-bytes": int64(1024)})
+	publishPadded(t, conn, "as", 20, 300)
+	before := streamInfo(t, ts, "as")
+	if before.Segments < 5 {
+		t.Fatalf("want many segments, got %+v", before)
+	}
+	_, err := ts.PutPolicy(Policy{Vhost: "/", Name: "age", Pattern: "^as$", ApplyTo: ApplyToQueues,
+		Definition: map[string]any{"max-age": "1s"}}, false)
+	must(t, err)
+	if info := streamInfo(t, ts, "as"); info.MaxAge != time.Second {
+		t.Fatalf("effective max-age %v", info.MaxAge)
+	}
+	waitFor(t, 5*time.Second, "retention by the policy's age", func() bool { return streamInfo(t, ts, "as").Segments == 1 })
+	if after := streamInfo(t, ts, "as"); after.NextOffset != before.NextOffset || after.FirstOffset == 0 {
+		t.Fatalf("after age retention: %+v", after)
+	}
+}
+
+// After a restart the policy applies again, the segment size included
+// (msgstore.Log.SetSegmentSize on the reopened log).
+func TestStreamPolicySurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir))
+	_, ch := ts.channel(t)
+	declareStream(t, ch, "rs", nil)
+	_, err := ts.PutPolicy(Policy{Vhost: "/", Name: "r", Pattern: "^rs$", ApplyTo: ApplyToQueues,
+		Definition: map[string]any{"max-length-bytes": int64(4096), "stream-max-segment-size-bytes": int64(1024)}}, false)
+	must(t, err)
+	must(t, ts.Close())
+
+	ts2 := startServer(t, withDataDir(dir))
+	if info := streamInfo(t, ts2, "rs"); info.MaxLengthBytes != 4096 || info.SegmentSize != 1024 {
+		t.Fatalf("after restart: %+v", info)
+	}
+	conn2, _ := ts2.channel(t)
+	publishPadded(t, conn2, "rs", 60, 200)
+	waitFor(t, 5*time.Second, "retention after restart", func() bool {
+		info := streamInfo(t, ts2, "rs")
+		return info.FirstOffset > 0 && info.Bytes <= 4096 && info.Segments > 1
+	})
 }
