@@ -45,6 +45,9 @@ func putStreamJSON(m map[string]any, q *server.Queue) {
 		m["last_offset"] = si.LastOffset
 	}
 	m["segments"], m["bytes"] = si.Segments, si.Bytes
+	// Effective retention (policy over argument, as RabbitMQ applies them).
+	m["max_length_bytes"], m["max_age_seconds"] = si.MaxLengthBytes, int64(si.MaxAge/time.Second)
+	m["segment_size_bytes"], m["tracking_names"] = si.SegmentSize, si.TrackingNames
 	consumers := make([]map[string]any, 0, len(si.Consumers))
 	for _, c := range si.Consumers {
 		consumers = append(consumers, map[string]any{

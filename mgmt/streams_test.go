@@ -20,7 +20,8 @@ func TestMgmtStreamDeclareAndFigures(t *testing.T) {
 		t.Errorf("non-durable stream declared: %d %s", r.status, r.body)
 	}
 	q := e.must(e.get("/api/queues/%2F/s"), 200, "get empty stream").object(t)
-	if q["type"] != "stream" || num(t, q["first_offset"]) != 0 || q["last_offset"] != nil || num(t, q["segments"]) != 1 {
+	if q["type"] != "stream" || num(t, q["first_offset"]) != 0 || q["last_offset"] != nil || num(t, q["segments"]) != 1 ||
+		num(t, q["segment_size_bytes"]) != 2048 || num(t, q["max_length_bytes"]) != 0 || num(t, q["tracking_names"]) != 0 {
 		t.Fatalf("empty stream: %v", q)
 	}
 
