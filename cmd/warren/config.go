@@ -36,6 +36,7 @@ var settings = []setting{
 	{"mgmt-tls", false, "serve the management API over HTTPS with tls-cert and tls-key"},
 	{"metrics-listen", "0.0.0.0:15692", "Prometheus metrics address (empty disables)"},
 	{"metrics-tls", false, "serve Prometheus metrics over HTTPS with tls-cert and tls-key"},
+	{"pprof-listen", "", "Go profiler (net/http/pprof) address, e.g. 127.0.0.1:6060 (empty disables)"},
 	{"metrics-per-object", false, "serve per-queue and per-connection metrics at /metrics (always at /metrics/per-object)"},
 	{"node-name", "", "node name in the management API and metrics (default warren@<hostname>)"},
 	{"log-format", "text", "log format: text or json"},

@@ -88,6 +88,13 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 		}
 	}
 	node := v.GetString("node-name")
+	if addr := v.GetString("pprof-listen"); addr != "" {
+		stopPprof, err := startPprof(addr, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, stopPprof)
+	}
 	if addr := v.GetString("mgmt-listen"); addr != "" {
 		mc := mgmt.DefaultConfig()
 		mc.Listen, mc.Server, mc.Logger, mc.UI = addr, srv, cfg.Logger, ui.Handler()

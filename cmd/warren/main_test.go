@@ -103,7 +103,7 @@ func freePort(t *testing.T) string {
 // TestRunServesAndShutsDownOnSignal starts the binary's run function, connects
 // a client, delivers SIGTERM and checks the client sees 320 and run exits 0.
 func TestRunServesAndShutsDownOnSignal(t *testing.T) {
-	addr, mgmtAddr, metricsAddr := freePort(t), freePort(t), freePort(t)
+	addr, mgmtAddr, metricsAddr, pprofAddr := freePort(t), freePort(t), freePort(t), freePort(t)
 	old := logOutput
 	logOutput = &bytes.Buffer{}
 	t.Cleanup(func() { logOutput = old })
@@ -111,7 +111,7 @@ func TestRunServesAndShutsDownOnSignal(t *testing.T) {
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run([]string{"--amqp-listen", addr, "--mgmt-listen", mgmtAddr, "--metrics-listen", metricsAddr,
-			"--data-dir", t.TempDir()}, &bytes.Buffer{}, &bytes.Buffer{}, sigs)
+			"--pprof-listen", pprofAddr, "--data-dir", t.TempDir()}, &bytes.Buffer{}, &bytes.Buffer{}, sigs)
 	}()
 	var conn *amqp091.Connection
 	var err error
@@ -128,7 +128,8 @@ func TestRunServesAndShutsDownOnSignal(t *testing.T) {
 	}
 	// The management API (with the UI) and the metrics answer too. They start
 	// just after the AMQP listener, so each is polled until it answers.
-	for _, u := range []string{"http://" + mgmtAddr + "/api/overview", "http://" + mgmtAddr + "/", "http://" + metricsAddr + "/metrics"} {
+	for _, u := range []string{"http://" + mgmtAddr + "/api/overview", "http://" + mgmtAddr + "/", "http://" + metricsAddr + "/metrics",
+		"http://" + pprofAddr + "/debug/pprof/heap?debug=1"} {
 		var status, size int
 		var lastErr error
 		deadline := time.Now().Add(10 * time.Second)
