@@ -22,6 +22,16 @@ const (
 	maxQueueNameLen = 255            // AMQP shortstr
 )
 
+// The AMQP clients publishers and consumers can use (Config.Client).
+const (
+	// clientFast is warren-perf's own client (wire.go, fastconn.go): it
+	// batches many publishes per write and parses deliveries in place.
+	clientFast = "fast"
+	// clientAMQP091 is github.com/rabbitmq/amqp091-go, one write per
+	// publish and a Go channel hop per delivery.
+	clientAMQP091 = "amqp091"
+)
+
 // Config describes one run: the topology, the publishers and consumers, and
 // when to stop. Build one with DefaultConfig and change fields; the zero
 // value is not valid.
@@ -84,6 +94,9 @@ type Config struct {
 	// DrainTimeout bounds how long publishers wait for outstanding confirms
 	// after they stop publishing.
 	DrainTimeout time.Duration
+	// Client is the AMQP client of publishers and consumers: clientFast
+	// or clientAMQP091. Declarations always use amqp091-go.
+	Client string
 	// Progress receives one line per second while the run goes on; nil
 	// prints nothing.
 	Progress io.Writer
@@ -101,6 +114,7 @@ func DefaultConfig() Config {
 		Size:         16,
 		Prefetch:     1000,
 		DrainTimeout: 10 * time.Second,
+		Client:       clientFast,
 	}
 }
 
@@ -112,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := amqp.ParseURI(c.URL); err != nil {
 		return bad("--url %q: %v", redactURL(c.URL), err)
+	}
+	if err := validateClient(c.Client); err != nil {
+		return err
 	}
 	switch {
 	case c.Publishers < 0 || c.Publishers > maxWorkers:
@@ -160,6 +177,14 @@ func (c Config) Validate() error {
 		}
 	}
 	return validatePattern(c.QueuePattern, c.Queues)
+}
+
+// validateClient checks a --client value.
+func validateClient(client string) error {
+	if client != clientFast && client != clientAMQP091 {
+		return fmt.Errorf("%w: --client %q: want %s or %s", ErrInvalidConfig, client, clientFast, clientAMQP091)
+	}
+	return nil
 }
 
 // validatePattern checks that pattern yields distinct, legal queue names.

@@ -65,6 +65,8 @@ func TestParseFlagsSetsEveryField(t *testing.T) {
 		{[]string{"--purge"}, func(o *options) { o.cfg.Purge = true }},
 		{[]string{"--delete-queues"}, func(o *options) { o.cfg.DeleteQueues = true }},
 		{[]string{"--drain-timeout", "3s"}, func(o *options) { o.cfg.DrainTimeout = 3 * time.Second }},
+		{[]string{"--client", "amqp091"}, func(o *options) { o.cfg.Client = clientAMQP091 }},
+		{[]string{"--client=fast"}, func(o *options) { o.cfg.Client = clientFast }},
 		{[]string{"--json"}, func(o *options) { o.json = true }},
 		{[]string{"--quiet"}, func(o *options) { o.quiet = true }},
 	}
@@ -111,6 +113,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{[]string{"--exchange-type", "fanout"}, true},
 		{[]string{"--exchange", "e", "--exchange-type", "headers"}, true},
 		{[]string{"stray"}, true},
+		{[]string{"--client", "amqp"}, true},
+		{[]string{"--client", ""}, true},
 		{[]string{"--pmessages", "-1"}, false},
 		{[]string{"--duration", "10"}, false}, // no unit
 		{[]string{"--no-such-flag"}, false},

@@ -15,8 +15,11 @@ import (
 // counters are atomics; its latency histogram is shared with the reporter
 // under mu. Everything else belongs to the goroutine running run.
 type consumer struct {
-	id         int
-	cfg        *Config
+	id  int
+	cfg *Config
+	// fast is the fast client's state; nil with --client amqp091, which
+	// uses conn, ch, closed and deliveries instead.
+	fast       *fastCons
 	conn       *brokerConn
 	ch         *amqp.Channel
 	tag        string
@@ -42,12 +45,19 @@ type consumer struct {
 // from queue.
 func openConsumer(cfg *Config, id int, queue string) (*consumer, error) {
 	role := fmt.Sprintf("consumer %d", id)
+	c := &consumer{id: id, cfg: cfg, tag: fmt.Sprintf("warren-perf-%d", id),
+		interval: newHistogram(), spare: newHistogram()}
+	if cfg.Client != clientAMQP091 {
+		if err := openFastConsumer(c, role, queue); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	conn, ch, err := openChannel(cfg.URL, role)
 	if err != nil {
 		return nil, err
 	}
-	c := &consumer{id: id, cfg: cfg, conn: conn, ch: ch, tag: fmt.Sprintf("warren-perf-%d", id),
-		interval: newHistogram(), spare: newHistogram()}
+	c.conn, c.ch = conn, ch
 	c.closed = ch.NotifyClose(make(chan *amqp.Error, 1))
 	if cfg.Prefetch > 0 {
 		if err := ch.Qos(cfg.Prefetch, 0, false); err != nil {
@@ -64,6 +74,9 @@ func openConsumer(cfg *Config, id int, queue string) (*consumer, error) {
 // run receives deliveries until ctx ends or CMessages arrive, then acks
 // what is still unacked and closes the connection.
 func (c *consumer) run(ctx context.Context) error {
+	if c.fast != nil {
+		return c.runFast(ctx)
+	}
 	err := c.consumeLoop(ctx)
 	return errors.Join(err, c.conn.close())
 }
@@ -125,14 +138,28 @@ func (c *consumer) consumeLoop(ctx context.Context) error {
 
 // observe counts one delivery and records its latency.
 func (c *consumer) observe(body []byte, headers amqp.Table) {
-	now := time.Now().UnixNano()
-	if ts, ok := decodeTimestamp(body, headers); ok {
+	ts, ok := decodeTimestamp(body, headers)
+	c.record(time.Now().UnixNano(), ts, ok)
+}
+
+// record counts one delivery that arrived at now (Unix nanoseconds) and,
+// if ok, records its latency from the publish time ts.
+func (c *consumer) record(now, ts int64, ok bool) {
+	if ok {
 		c.mu.Lock()
 		c.interval.recordDuration(time.Duration(now - ts))
 		c.mu.Unlock()
 	}
 	c.lastAt.Store(now)
 	c.consumed.Add(1)
+}
+
+// abort closes the consumer's socket under it; see brokerConn.abort.
+func (c *consumer) abort() error {
+	if c.fast != nil {
+		return c.fast.conn.abort()
+	}
+	return c.conn.abort()
 }
 
 // takeLatencies merges the latencies recorded since the last call into

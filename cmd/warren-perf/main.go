@@ -109,6 +109,7 @@ func scenarioFlags(o *scenarioOptions, out io.Writer) *docFlags {
 	d.duration(&o.duration, []string{"duration", "z"}, "D", "length of the measured period")
 	d.duration(&o.warmup, []string{"warmup"}, "D", "time run before the measured period")
 	d.uint64(&o.messages, []string{"messages"}, "N", "backlog: number of messages to fill the queue with")
+	d.str(&o.client, []string{"client"}, "NAME", clientUsage)
 	d.bool(&o.json, []string{"json"}, "print the result as one JSON object (progress lines go to stderr)")
 	d.bool(&o.quiet, []string{"quiet"}, "no per-second progress lines")
 	d.fs.Usage = func() {
@@ -144,6 +145,9 @@ func parseScenarioArgs(args []string, out io.Writer) (string, scenarioOptions, e
 	}
 	if o.messages == 0 {
 		return "", o, fmt.Errorf("%w: --messages must be > 0", ErrInvalidConfig)
+	}
+	if err := validateClient(o.client); err != nil {
+		return "", o, err
 	}
 	return name, o, nil
 }

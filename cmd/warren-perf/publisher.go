@@ -15,8 +15,11 @@ import (
 // atomics read by the runner's reporter; everything else belongs to the
 // goroutine running run.
 type publisher struct {
-	id       int
-	cfg      *Config
+	id  int
+	cfg *Config
+	// fast is the fast client's state; nil with --client amqp091, which
+	// uses conn, ch, closed, confirms and window instead.
+	fast     *fastPub
 	conn     *brokerConn
 	ch       *amqp.Channel
 	exchange string
@@ -40,6 +43,13 @@ type publisher struct {
 // routing key key.
 func openPublisher(cfg *Config, id int, exchange, key string) (*publisher, error) {
 	role := fmt.Sprintf("publisher %d", id)
+	if cfg.Client != clientAMQP091 {
+		p := &publisher{id: id, cfg: cfg, exchange: exchange, key: key}
+		if err := openFastPublisher(p, role); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 	conn, ch, err := openChannel(cfg.URL, role)
 	if err != nil {
 		return nil, err
@@ -61,6 +71,9 @@ func openPublisher(cfg *Config, id int, exchange, key string) (*publisher, error
 // run publishes until ctx ends or PMessages are sent, then waits for the
 // outstanding confirms and closes the connection.
 func (p *publisher) run(ctx context.Context) error {
+	if p.fast != nil {
+		return p.runFast(ctx)
+	}
 	var wg sync.WaitGroup
 	var confirmDone chan struct{}
 	if p.confirms != nil {
@@ -168,4 +181,12 @@ func (p *publisher) outstanding() uint64 {
 		return 0
 	}
 	return pub - settled
+}
+
+// abort closes the publisher's socket under it; see brokerConn.abort.
+func (p *publisher) abort() error {
+	if p.fast != nil {
+		return p.fast.conn.abort()
+	}
+	return p.conn.abort()
 }

@@ -41,8 +41,19 @@ func newRateLimiter(rate float64) *rateLimiter {
 // wait blocks until the next message is due, or returns ctx's error if ctx
 // ends first.
 func (l *rateLimiter) wait(ctx context.Context) error {
+	if d := l.delay(); d > 0 {
+		return l.sleep(ctx, d)
+	}
+	return ctx.Err()
+}
+
+// delay admits the next message and returns how long to wait before
+// sending it: 0 when it is due (or the wait is below rateMinSleep), and
+// always 0 for a nil limiter. The fast publisher calls it instead of wait
+// so that it can write out its buffered messages before it sleeps.
+func (l *rateLimiter) delay() time.Duration {
 	if l == nil {
-		return ctx.Err()
+		return 0
 	}
 	now := l.now()
 	if l.start.IsZero() {
@@ -54,9 +65,9 @@ func (l *rateLimiter) wait(ctx context.Context) error {
 	}
 	l.n++
 	if d := due.Sub(now); d >= rateMinSleep {
-		return l.sleep(ctx, d)
+		return d
 	}
-	return ctx.Err()
+	return 0
 }
 
 // sleepCtx sleeps for d or until ctx ends, whichever comes first.

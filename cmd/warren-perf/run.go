@@ -42,8 +42,9 @@ func run(ctx context.Context, cfg Config) (Summary, error) {
 
 // runner owns the workers of one run.
 //
-// Lock order: runner.errMu and consumer.mu are leaves; neither is held
-// while taking another lock or doing I/O.
+// Lock order: runner.errMu, consumer.mu, fastPub.mu, fastConn.wmu and
+// fastConn.dlMu are leaves; none is held while taking another lock, and
+// only wmu is held during I/O (the write it serialises).
 type runner struct {
 	cfg  *Config
 	pubs []*publisher
@@ -169,10 +170,10 @@ func (r *runner) connect(queues []string) error {
 // abandoned after an error that is already being returned.
 func (r *runner) abortAll() {
 	for _, c := range r.cons {
-		_ = c.conn.abort()
+		_ = c.abort()
 	}
 	for _, p := range r.pubs {
-		_ = p.conn.abort()
+		_ = p.abort()
 	}
 }
 
@@ -217,12 +218,12 @@ func (r *runner) stopGroup(g *workerGroup, grace time.Duration, pubs []*publishe
 	}
 	stuck := int(g.running.Load())
 	for _, p := range pubs {
-		if err := p.conn.abort(); err != nil {
+		if err := p.abort(); err != nil {
 			r.fail(fmt.Errorf("publisher %d: %w", p.id, err))
 		}
 	}
 	for _, c := range cons {
-		if err := c.conn.abort(); err != nil {
+		if err := c.abort(); err != nil {
 			r.fail(fmt.Errorf("consumer %d: %w", c.id, err))
 		}
 	}

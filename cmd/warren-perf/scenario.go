@@ -14,13 +14,14 @@ type scenarioOptions struct {
 	duration time.Duration
 	warmup   time.Duration
 	messages uint64 // backlog only
+	client   string // Config.Client
 	json     bool
 	quiet    bool
 }
 
 // defaultScenarioOptions returns the scenario flags' defaults.
 func defaultScenarioOptions() scenarioOptions {
-	return scenarioOptions{url: DefaultConfig().URL, duration: 30 * time.Second, messages: 1_000_000}
+	return scenarioOptions{url: DefaultConfig().URL, duration: 30 * time.Second, messages: 1_000_000, client: clientFast}
 }
 
 // scenario is a named preset of one or more runs.
@@ -50,6 +51,7 @@ func scenarioBase(o scenarioOptions, name, pattern string) Config {
 	c.URL = o.url
 	c.Duration = o.duration
 	c.Warmup = o.warmup
+	c.Client = o.client
 	c.QueuePattern = pattern
 	c.Purge = true // leftovers of an interrupted run would skew the figures
 	return c

@@ -15,6 +15,7 @@ func testScenarioOptions() scenarioOptions {
 	o.url = "amqp://u:p@127.0.0.1:5999/"
 	o.duration = 7 * time.Second
 	o.messages = 20_000
+	o.client = clientAMQP091 // not the default, so that the presets must pass it on
 	return o
 }
 
@@ -100,6 +101,9 @@ func TestScenarioPresets(t *testing.T) {
 				if err := c.Validate(); err != nil {
 					t.Errorf("phase %s invalid: %v", c.Name, err)
 				}
+				if c.Client != o.client {
+					t.Errorf("phase %s client = %q, want %q", c.Name, c.Client, o.client)
+				}
 				if c.URL != o.url {
 					t.Errorf("phase %s URL = %q, want %q", c.Name, c.URL, o.url)
 				}
@@ -134,12 +138,14 @@ func TestParseScenarioArgs(t *testing.T) {
 		duration time.Duration
 		messages uint64
 		json     bool
+		client   string
 	}{
-		{[]string{"transient"}, "transient", 30 * time.Second, 1_000_000, false},
-		{[]string{"persistent", "--duration", "10s", "--json"}, "persistent", 10 * time.Second, 1_000_000, true},
-		{[]string{"--duration", "5s", "latency"}, "latency", 5 * time.Second, 1_000_000, false},
-		{[]string{"backlog", "--messages", "20000"}, "backlog", 30 * time.Second, 20_000, false},
-		{[]string{"list"}, "list", 30 * time.Second, 1_000_000, false},
+		{[]string{"transient"}, "transient", 30 * time.Second, 1_000_000, false, clientFast},
+		{[]string{"persistent", "--duration", "10s", "--json"}, "persistent", 10 * time.Second, 1_000_000, true, clientFast},
+		{[]string{"--duration", "5s", "latency"}, "latency", 5 * time.Second, 1_000_000, false, clientFast},
+		{[]string{"backlog", "--messages", "20000"}, "backlog", 30 * time.Second, 20_000, false, clientFast},
+		{[]string{"transient", "--client", "amqp091"}, "transient", 30 * time.Second, 1_000_000, false, clientAMQP091},
+		{[]string{"list"}, "list", 30 * time.Second, 1_000_000, false, clientFast},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -147,12 +153,12 @@ func TestParseScenarioArgs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if name != tt.name || o.duration != tt.duration || o.messages != tt.messages || o.json != tt.json {
+			if name != tt.name || o.duration != tt.duration || o.messages != tt.messages || o.json != tt.json || o.client != tt.client {
 				t.Fatalf("got %q %+v", name, o)
 			}
 		})
 	}
-	for _, bad := range [][]string{{}, {"nope"}, {"backlog", "--messages", "0"}, {"transient", "extra"}, {"transient", "--rate", "5"}} {
+	for _, bad := range [][]string{{}, {"nope"}, {"backlog", "--messages", "0"}, {"transient", "extra"}, {"transient", "--rate", "5"}, {"transient", "--client", "nope"}} {
 		if _, _, err := parseScenarioArgs(bad, &bytes.Buffer{}); err == nil || errors.Is(err, flag.ErrHelp) {
 			t.Errorf("%q accepted (err %v)", bad, err)
 		}
