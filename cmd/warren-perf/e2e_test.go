@@ -300,3 +300,38 @@ func TestEndToEndCommandLineJSON(t *testing.T) {
 		t.Fatalf("summary %+v", sum)
 	}
 }
+
+// TestEndToEndIdleScenario: the idle scenario declares its queues, holds its
+// connections for the duration, reports the broker's peak RSS (here the test
+// process, which runs the broker) and deletes the queues.
+func TestEndToEndIdleScenario(t *testing.T) {
+	o := defaultScenarioOptions()
+	o.url = brokerURL(t)
+	o.idleQueues, o.idleConns, o.duration = 30, 5, 200*time.Millisecond
+	o.brokerPID = os.Getpid()
+	sc, err := findScenario("idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := runScenario(context.Background(), sc, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Phases) != 1 {
+		t.Fatalf("idle phases: %+v", res.Phases)
+	}
+	s := res.Phases[0]
+	if s.Queues != 30 || s.Connections != 5 || s.DeclareSeconds <= 0 || s.ConnectSeconds <= 0 ||
+		s.ElapsedSeconds < 0.2 || s.BrokerRSSKiB == 0 || s.Interrupted {
+		t.Fatalf("idle summary: %+v", s)
+	}
+	// The queues are gone: a passive declare of one fails with 404.
+	conn, ch, err := openChannel(o.url, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.close()
+	if _, err := ch.QueueDeclarePassive(fmt.Sprintf(idleQueuePattern, 7), true, false, false, false, nil); err == nil {
+		t.Fatal("idle scenario left its queues behind")
+	}
+}

@@ -110,6 +110,9 @@ func scenarioFlags(o *scenarioOptions, out io.Writer) *docFlags {
 	d.duration(&o.warmup, []string{"warmup"}, "D", "time run before the measured period")
 	d.uint64(&o.messages, []string{"messages"}, "N", "backlog: number of messages to fill the queue with")
 	d.str(&o.client, []string{"client"}, "NAME", clientUsage)
+	d.int(&o.brokerPID, []string{"broker-pid"}, "PID", "a local broker process whose peak RSS each phase reports (from /proc)")
+	d.int(&o.idleQueues, []string{"queues"}, "N", "idle: number of durable queues to declare")
+	d.int(&o.idleConns, []string{"connections"}, "N", "idle: number of idle connections to hold")
 	d.bool(&o.json, []string{"json"}, "print the result as one JSON object (progress lines go to stderr)")
 	d.bool(&o.quiet, []string{"quiet"}, "no per-second progress lines")
 	d.fs.Usage = func() {

@@ -15,13 +15,19 @@ type scenarioOptions struct {
 	warmup   time.Duration
 	messages uint64 // backlog only
 	client   string // Config.Client
+	// brokerPID, when set, is the local broker process whose peak RSS each
+	// phase reports.
+	brokerPID int
+	// idleQueues and idleConns size the idle scenario.
+	idleQueues, idleConns int
 	json     bool
 	quiet    bool
 }
 
 // defaultScenarioOptions returns the scenario flags' defaults.
 func defaultScenarioOptions() scenarioOptions {
-	return scenarioOptions{url: DefaultConfig().URL, duration: 30 * time.Second, messages: 1_000_000, client: clientFast}
+	return scenarioOptions{url: DefaultConfig().URL, duration: 30 * time.Second, messages: 1_000_000, client: clientFast,
+		idleQueues: 10_000, idleConns: 1_000}
 }
 
 // scenario is a named preset of one or more runs.
@@ -34,6 +40,9 @@ type scenario struct {
 	exchange string
 	// next, if set, adjusts a phase from the summary of the phase before.
 	next func(prev Summary, cfg *Config)
+	// custom, if set, runs the scenario instead of phases (one summary) and
+	// returns the queues to delete.
+	custom func(ctx context.Context, o scenarioOptions, progress io.Writer) (Summary, []string, error)
 }
 
 // ScenarioResult is the outcome of a scenario: one summary per phase.
@@ -149,6 +158,16 @@ var scenarios = []scenario{
 	},
 }
 
+// idleScenario is the preset for many idle queues and connections.
+var idleScenario = scenario{
+	name: "idle",
+	description: "declare --queues durable queues (default 10,000) and open --connections idle connections " +
+		"(default 1,000) with a channel each, hold them for --duration; reports declare time and, with --broker-pid, broker RSS",
+	custom: runIdle,
+}
+
+func init() { scenarios = append(scenarios, idleScenario) }
+
 // findScenario returns the preset called name.
 func findScenario(name string) (scenario, error) {
 	for _, s := range scenarios {
@@ -163,6 +182,17 @@ func findScenario(name string) (scenario, error) {
 // or when ctx ends, then deletes what the scenario declared.
 func runScenario(ctx context.Context, sc scenario, o scenarioOptions, progress io.Writer) (ScenarioResult, error) {
 	res := ScenarioResult{Scenario: sc.name, Phases: []Summary{}}
+	if sc.custom != nil {
+		rss := startRSSSampler(o.brokerPID)
+		sum, queues, err := sc.custom(ctx, o, progress)
+		peak, rerr := rss.finish()
+		sum.BrokerRSSKiB = peak
+		res.Phases = append(res.Phases, sum)
+		if len(queues) > 0 {
+			err = errors.Join(err, deleteTopology(o.url, sc.exchange, queues))
+		}
+		return res, errors.Join(err, rerr)
+	}
 	cfgs := sc.phases(o)
 	seen := map[string]bool{}
 	var queues []string
@@ -194,7 +224,11 @@ func runScenario(ctx context.Context, sc scenario, o scenarioOptions, progress i
 				break
 			}
 		}
+		rss := startRSSSampler(o.brokerPID)
 		sum, rerr := run(ctx, cfg)
+		peak, serr := rss.finish()
+		sum.BrokerRSSKiB = peak
+		rerr = errors.Join(rerr, serr)
 		if sum.ran() {
 			res.Phases = append(res.Phases, sum)
 		}

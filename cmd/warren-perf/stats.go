@@ -97,6 +97,15 @@ type Summary struct {
 	// the run ended, typically publishers blocked by the broker's flow
 	// control, whose sockets were closed under them.
 	AbortedConnections int `json:"aborted_connections"`
+	// BrokerRSSKiB is the broker's peak resident set size during the phase
+	// (scenario --broker-pid), or 0.
+	BrokerRSSKiB uint64 `json:"broker_rss_kib,omitempty"`
+	// Connections, DeclareSeconds and ConnectSeconds are the idle
+	// scenario's: idle connections held, and the time to declare the queues
+	// and to open the connections.
+	Connections    int     `json:"connections,omitempty"`
+	DeclareSeconds float64 `json:"declare_seconds,omitempty"`
+	ConnectSeconds float64 `json:"connect_seconds,omitempty"`
 }
 
 // ran reports whether the run got as far as starting its workers.
@@ -162,6 +171,17 @@ func (s Summary) writeText(w io.Writer) error {
 		s.Published, s.PublishRate, s.Confirmed, s.ConfirmRate, s.Nacked, s.Consumed, s.ConsumeRate, lat)
 	if err != nil {
 		return fmt.Errorf("write summary: %w", err)
+	}
+	if s.Connections > 0 || s.DeclareSeconds > 0 {
+		if _, err := fmt.Fprintf(w, "  idle         %d queues declared in %.2f s, %d connections opened in %.2f s\n",
+			s.Queues, s.DeclareSeconds, s.Connections, s.ConnectSeconds); err != nil {
+			return fmt.Errorf("write summary: %w", err)
+		}
+	}
+	if s.BrokerRSSKiB > 0 {
+		if _, err := fmt.Fprintf(w, "  broker RSS   %.1f MiB peak\n", float64(s.BrokerRSSKiB)/1024); err != nil {
+			return fmt.Errorf("write summary: %w", err)
+		}
 	}
 	if s.AbortedConnections > 0 {
 		if _, err := fmt.Fprintf(w, "  stopped      %d connections closed by force (blocked by broker flow control?)\n", s.AbortedConnections); err != nil {
