@@ -20,8 +20,8 @@ type scenarioOptions struct {
 	brokerPID int
 	// idleQueues and idleConns size the idle scenario.
 	idleQueues, idleConns int
-	json     bool
-	quiet    bool
+	json                  bool
+	quiet                 bool
 }
 
 // defaultScenarioOptions returns the scenario flags' defaults.
