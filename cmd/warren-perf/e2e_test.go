@@ -335,3 +335,39 @@ func TestEndToEndIdleScenario(t *testing.T) {
 		t.Fatal("idle scenario left its queues behind")
 	}
 }
+
+// TestProbeFirstDelivery: probe waits for a queue's first message, leaves it
+// in the queue, and gives up with an error when none comes.
+func TestProbeFirstDelivery(t *testing.T) {
+	url := brokerURL(t)
+	conn, ch, err := openChannel(url, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.close()
+	if _, err := ch.QueueDeclare("warren-perf-probe", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	short := []string{"--url", url, "--queue", "warren-perf-probe", "--timeout", "100ms"}
+	if code := realMain(append([]string{"probe"}, short...), &out, &errOut); code != exitFail {
+		t.Fatalf("probe of an empty queue: exit %d, stdout %q", code, out.String())
+	}
+	if err := ch.Publish("", "warren-perf-probe", false, false, amqp.Publishing{Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := realMain([]string{"probe", "--url", url, "--queue", "warren-perf-probe", "--json"}, &out, &errOut); code != exitOK {
+		t.Fatalf("probe: exit %d, stderr %s", code, errOut.String())
+	}
+	var res probeResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Queue != "warren-perf-probe" || res.Seconds <= 0 {
+		t.Fatalf("probe result %q: %+v %v", out.String(), res, err)
+	}
+	if n := queueDepth(t, url, "warren-perf-probe"); n != 1 {
+		t.Fatalf("probe left %d messages, want the 1 it looked at", n)
+	}
+	if code := realMain([]string{"probe"}, &out, &errOut); code != exitUsage {
+		t.Fatalf("probe without --queue: exit %d", code)
+	}
+}

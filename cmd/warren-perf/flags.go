@@ -107,6 +107,8 @@ func (d *docFlags) parse(args []string) error {
 
 const mainUsageHead = `Usage: warren-perf [flags]
        warren-perf scenario NAME [flags]    (warren-perf scenario list; warren-perf scenario -h)
+       warren-perf probe --queue Q [--url U] [--timeout D] [--json]
+                                            (time until a starting broker delivers Q's first message)
 
 warren-perf is a load generator for any AMQP 0-9-1 broker (Warren, RabbitMQ).
 Every publisher and consumer has its own connection. Messages carry their

@@ -33,6 +33,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "scenario" {
 		return scenarioMain(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "probe" {
+		return probeMain(ctx, args[1:], stdout, stderr)
+	}
 	return runMain(ctx, args, stdout, stderr)
 }
 
