@@ -3,7 +3,6 @@ package msgstore
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"sort"
 	"sync"
@@ -121,6 +120,18 @@ type LogStats struct {
 // (ErrDiskFull for ENOSPC) the partial record is cut off and the log is unchanged.
 func (l *Log) Append(r Record) (Loc, error) { return l.append(&r, 1) }
 
+// AppendBatch appends rs in order as Append would, with one write per run of
+// records that fit in the active segment, and stores their locations in locs,
+// which must be at least as long as rs. It returns how many records were
+// appended: all, or with an error those before the record that failed (the
+// rest were not written). Zero timestamps are set to the current time.
+func (l *Log) AppendBatch(rs []Record, locs []Loc) (int, error) {
+	if len(locs) < len(rs) {
+		return 0, fmt.Errorf("%w: %d locations for %d records", ErrInvalidConfig, len(locs), len(rs))
+	}
+	return l.appendBatch(rs, nil, locs)
+}
+
 func (l *Log) append(r *Record, refs int) (Loc, error) {
 	if len(r.Exchange) > 255 || len(r.RoutingKey) > 255 {
 		return Loc{}, ErrFieldTooLong
@@ -146,17 +157,9 @@ func (l *Log) append(r *Record, refs int) (Loc, error) {
 	if fe := l.failed.Load(); fe != nil {
 		return Loc{}, *fe
 	}
-	s := l.active
-	if sz := s.size.Load(); sz > 0 && (sz+int64(n) > l.cfg.SegmentSize || l.next-s.base > math.MaxUint32) {
-		var err error
-		if s, err = l.rollLocked(l.next); err != nil {
-			return Loc{}, err
-		}
-	}
-	if s.needPrologue {
-		if err := l.writePrologueLocked(s); err != nil {
-			return Loc{}, err
-		}
+	s, err := l.activeForLocked(n)
+	if err != nil {
+		return Loc{}, err
 	}
 	return l.writeLocked(s, buf, r.Timestamp, refs)
 }
@@ -170,23 +173,7 @@ func (l *Log) writeLocked(s *segment, buf []byte, ts int64, refs int) (Loc, erro
 	if _, err := s.f.WriteAt(buf, pos); err != nil {
 		return Loc{}, l.writeFailedLocked(s, pos, off, err)
 	}
-	s.size.Store(pos + int64(n))
-	s.lastPlus1.Store(off + 1)
-	indexed := pos >= s.idxNext
-	if indexed {
-		s.idxMu.Lock()
-		s.idx = append(s.idx, indexEntry{rel: uint32(off - s.base), pos: uint32(pos)})
-		s.idxMu.Unlock()
-		s.idxNext = pos + int64(l.cfg.IndexInterval)
-	}
-	s.noteAppendLocked(ts, uint32(off-s.base), pos, indexed)
-	l.next = off + 1
-	l.nextOff.Store(l.next)
-	loc := Loc{Offset: off, Pos: uint32(pos), Size: uint32(n)}
-	if l.obs != nil {
-		l.obs.appended(loc, refs)
-	}
-	l.appends.Add(1)
+	loc := l.notedAppendLocked(s, off, pos, n, ts, refs)
 	l.publishWriteLocked(s, off)
 	return loc, nil
 }

@@ -130,6 +130,31 @@ func (s *Store) Put(r Record, refs int) (Loc, error) {
 	return s.log.append(&r, refs)
 }
 
+// PutBatch stores rs with one write per run of records that fit in the active
+// segment (see Log.AppendBatch): record i with refs[i] references, its
+// location in locs[i]. It returns how many records were stored: all, or with
+// an error those before the one that failed. A broker stores the persistent
+// messages of one socket read this way, one system call instead of one each.
+func (s *Store) PutBatch(rs []Record, refs []int, locs []Loc) (int, error) {
+	if len(refs) != len(rs) || len(locs) < len(rs) {
+		return 0, fmt.Errorf("%w: %d records, %d reference counts, %d locations", ErrInvalidRefs, len(rs), len(refs), len(locs))
+	}
+	for i, n := range refs {
+		if n < 1 || n >= math.MaxUint32 {
+			rs = rs[:i] // store those before the bad count, as a failure would
+			k, err := s.PutBatch(rs, refs[:i], locs)
+			if err != nil {
+				return k, err
+			}
+			return k, fmt.Errorf("%w: %d", ErrInvalidRefs, n)
+		}
+	}
+	if s.needRebuild.Load() {
+		return 0, ErrRebuildPending
+	}
+	return s.log.appendBatch(rs, refs, locs)
+}
+
 // WhenDurable calls fn once every record up to offset is durable; see Log.WhenDurable.
 func (s *Store) WhenDurable(offset uint64, fn func(error)) { s.log.WhenDurable(offset, fn) }
 
