@@ -115,6 +115,16 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 		queues, p = publishToStreams(queues, m)
 		sp = &p
 	}
+	if sp == nil && !routed && ch.canDeferStore(m, queues) {
+		// Stored with the rest of this socket read (store_batch.go); it
+		// has durable targets, so it counts as routed now.
+		ch.conn.deferStore(ch, m, queues, seq)
+		clear(ch.router.queues)
+		ex.stats.publishOut.inc()
+		ch.stats.unroutable(true, mandatory)
+		return
+	}
+	ch.conn.flushStores() // what was deferred reaches the queues first
 	res := enqueueAll(ch.conn.vhost, m, queues, m.ttl)
 	clear(ch.router.queues)
 	if res.routed || (sp != nil && sp.routed()) {
@@ -128,16 +138,30 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	ch.stats.unroutable(routed, mandatory)
 	if ch.confirm {
 		switch {
-		case res.rejected || (sp != nil && sp.failed):
+		case sp != nil && sp.failed:
 			ch.settleConfirm(seq, confirmNack)
-		case sp != nil && len(sp.logs) > 0:
+		case sp != nil && len(sp.logs) > 0 && !res.rejected:
 			ch.awaitStreams(seq, *sp, res.stored)
-		case res.stored:
-			ch.confirms.add(seq, confirmWaiting)
-			ch.conn.vhost.storage.await(ch, seq)
 		default:
-			ch.settleConfirm(seq, confirmAck)
+			ch.confirmRouted(seq, res)
 		}
+	}
+}
+
+// confirmRouted settles publish seq (in confirm mode) by what its queues did:
+// nack when one refused it, ack once stored copies are durable, else ack.
+func (ch *channel) confirmRouted(seq uint64, res routeResult) {
+	if !ch.confirm {
+		return
+	}
+	switch {
+	case res.rejected:
+		ch.settleConfirm(seq, confirmNack)
+	case res.stored:
+		ch.confirms.add(seq, confirmWaiting)
+		ch.conn.vhost.storage.await(ch, seq)
+	default:
+		ch.settleConfirm(seq, confirmAck)
 	}
 }
 

@@ -51,6 +51,7 @@ type conn struct {
 	rstart    int // first unparsed byte of rbuf
 	publisher bool
 	dirty     []*channel // channels with confirms to flush at the end of a read batch
+	stores    storeBatch // persistent publishes of the current read (store_batch.go)
 	closing   bool       // the server sent connection.close and awaits close-ok
 	// closeDeadline bounds the wait for close-ok after the server closed.
 	closeDeadline time.Time
@@ -134,6 +135,7 @@ func (c *conn) serve() {
 	if err != nil && !errors.Is(err, errClosed) {
 		c.log.Info("connection closed", "err", err)
 	}
+	c.flushStores() // publishes read before the socket closed are kept
 	c.cleanup()
 	close(c.done)
 	c.writerWG.Wait()
@@ -348,9 +350,10 @@ func (c *conn) readLoop() error {
 	}
 }
 
-// endBatch runs after the frames of one socket read are handled: it flushes
-// coalesced publisher confirms.
+// endBatch runs after the frames of one socket read are handled: it writes
+// the deferred persistent messages and flushes coalesced publisher confirms.
 func (c *conn) endBatch() {
+	c.flushStores()
 	for _, ch := range c.dirty {
 		ch.flushConfirms()
 	}
@@ -412,8 +415,10 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 		if f.Type != amqp.TypeMethod {
 			return amqp.NewError(amqp.UnexpectedFrame, 0, "content frame on channel 0")
 		}
+		c.flushStores() // connection.close and the like see every publish
 		return c.handleConnectionMethod(f.Payload)
 	}
+	c.flushBeforeFrame(f)
 	ch := c.channels[f.Channel]
 	if ch == nil {
 		return c.openChannel(f)

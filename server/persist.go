@@ -252,14 +252,7 @@ func (v *vhostStorage) release(loc msgstore.Loc) {
 
 // put stores a message once for refs durable queues.
 func (v *vhostStorage) put(m *Message, refs int) (msgstore.Loc, error) {
-	var flags uint8
-	if m.Persistent() {
-		flags = 1
-	}
-	return v.store.Put(msgstore.Record{
-		Flags: flags, Exchange: []byte(m.Exchange), RoutingKey: []byte(m.RoutingKey),
-		Properties: m.RawProps, Body: m.Body,
-	}, refs)
+	return v.store.Put(storeRecord(m), refs)
 }
 
 // rebuildRefs feeds the store every location the vhost's queue indexes still

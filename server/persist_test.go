@@ -10,6 +10,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/msgstore"
 )
 
@@ -246,5 +247,68 @@ func TestIdleQueuesReleaseIndexPages(t *testing.T) {
 			t.Fatalf("%s: got %q (ok %v) after its index page was released", name, d.Body, ok)
 		}
 		must(t, d.Ack(false))
+	}
+}
+
+// TestBatchedStoreKeepsOrder: persistent publishes that arrive in one socket
+// read are stored together at the end of the read (store_batch.go), yet a
+// transient publish between them, a basic.get after them and the confirms
+// all see them in the order the client sent them.
+func TestBatchedStoreKeepsOrder(t *testing.T) {
+	ts := startServer(t)
+	rc := dialRaw(t, ts.addr)
+	rc.open(0)
+	rc.send(1, &amqp.ChannelOpen{})
+	rc.expectMethod(&amqp.ChannelOpenOk{})
+	rc.send(1, &amqp.ConfirmSelect{})
+	rc.expectMethod(&amqp.ConfirmSelectOk{})
+	rc.send(1, &amqp.QueueDeclare{Queue: "ordered", Durable: true})
+	rc.expectMethod(&amqp.QueueDeclareOk{})
+	// One write: 10 publishes (every third transient), then a basic.get.
+	var b []byte
+	for i := range 10 {
+		p := amqp.Properties{Flags: amqp.FlagDeliveryMode, DeliveryMode: 2}
+		if i%3 == 1 {
+			p.DeliveryMode = 1
+		}
+		b = amqp.AppendMethodFrame(b, 1, &amqp.BasicPublish{RoutingKey: "ordered"})
+		b = amqp.AppendContent(b, 1, 131072, p.AppendTo(nil), []byte(fmt.Sprintf("m%d", i)))
+	}
+	b = amqp.AppendMethodFrame(b, 1, &amqp.BasicGet{Queue: "ordered", NoAck: true})
+	rc.write(b)
+	acked := uint64(0)
+	var got *amqp.BasicGetOk
+	for got == nil || acked < 10 {
+		_, m := rc.nextMethod()
+		switch m := m.(type) {
+		case *amqp.BasicAck:
+			if m.DeliveryTag <= acked && !m.Multiple || m.DeliveryTag < acked {
+				t.Fatalf("confirm %+v after %d", m, acked)
+			}
+			acked = m.DeliveryTag
+		case *amqp.BasicGetOk:
+			got = m
+			f, err := rc.readFrame() // header
+			must(t, err)
+			if f.Type != amqp.TypeHeader {
+				t.Fatalf("get-ok followed by frame type %d", f.Type)
+			}
+			f, err = rc.readFrame()
+			must(t, err)
+			if string(f.Payload) != "m0" || m.MessageCount != 9 {
+				t.Fatalf("basic.get after the batch: %q with %d left; want m0 with 9", f.Payload, m.MessageCount)
+			}
+		default:
+			t.Fatalf("unexpected %T %+v", m, m)
+		}
+	}
+	// The rest come in publish order, persistent and transient alike.
+	_, ch := ts.channel(t)
+	for i := 1; i < 10; i++ {
+		d, ok, err := ch.Get("ordered", true)
+		must(t, err)
+		if !ok || string(d.Body) != fmt.Sprintf("m%d", i) {
+			t.Fatalf("message %d: %q (ok %v)", i, d.Body, ok)
+		}
 	}
 }
