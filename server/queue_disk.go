@@ -119,6 +119,11 @@ func (q *Queue) pageInLocked() {
 		rec, err := store.store.Get(loc)
 		if err != nil {
 			q.vhost.log.Error("message lost: its record is missing from the store", "queue", q.name, "offset", e.Offset, "err", err)
+			if errors.Is(err, msgstore.ErrNotFound) {
+				// Recovery cut the record: the store holds no reference to drop.
+				q.dropIndexEntryOnly(seq)
+				return true
+			}
 			q.dropIndexEntry(seq, loc)
 			return true
 		}
@@ -146,10 +151,15 @@ func (q *Queue) pageInLocked() {
 }
 
 func (q *Queue) dropIndexEntry(seq uint64, loc msgstore.Loc) {
+	q.dropIndexEntryOnly(seq)
+	q.store.release(loc)
+}
+
+// dropIndexEntryOnly settles index entry seq without touching the store.
+func (q *Queue) dropIndexEntryOnly(seq uint64) {
 	if err := q.index.Ack(seq); err != nil {
 		q.vhost.log.Error("queue index ack failed", "queue", q.name, "err", err)
 	}
-	q.store.release(loc)
 	q.store.markDirty(q)
 }
 
