@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,8 +25,9 @@ import (
 	"github.com/warrenmq/warren/queueindex"
 )
 
-// runCrashBroker is the child process of TestCrashKill9: a broker on addr
-// with its data in dir, serving until it is killed.
+// runCrashBroker is the child process of the crash and soak tests: a broker
+// on addr with its data in dir, serving until it is killed (or, on SIGTERM,
+// closed cleanly).
 func runCrashBroker(dir, addr string) {
 	if limit := os.Getenv("WARREN_CRASH_BROKER_FSIZE"); limit != "" {
 		// Simulate a full disk: writes past this file size fail with EFBIG.
@@ -49,6 +51,15 @@ func runCrashBroker(dir, addr string) {
 	if os.Getenv("WARREN_CRASH_SHADOW") != "" {
 		cfg.SegmentSize = 1 << 20 // small segments keep the snapshots cheap
 	}
+	if size := os.Getenv("WARREN_CRASH_SEGMENT_SIZE"); size != "" {
+		// Small segments fill, seal and get compacted within a short test.
+		n, err := strconv.ParseInt(size, 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crash broker: segment size:", err)
+			os.Exit(3)
+		}
+		cfg.SegmentSize = n
+	}
 	cfg.MemoryHighWatermark = 0
 	cfg.DiskFreeLimit = 0
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -61,7 +72,15 @@ func runCrashBroker(dir, addr string) {
 		fmt.Fprintln(os.Stderr, "crash broker:", err)
 		os.Exit(3)
 	}
-	select {}
+	// SIGTERM is a clean stop (checkpoints written); SIGKILL, the crash.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	<-term
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "crash broker: close:", err)
+		os.Exit(4)
+	}
+	os.Exit(0)
 }
 
 type crashBroker struct {
@@ -70,6 +89,21 @@ type crashBroker struct {
 }
 
 func startCrashBroker(t *testing.T, dir, addr string, env ...string) *crashBroker {
+	t.Helper()
+	b := spawnCrashBroker(t, dir, addr, env...)
+	waitFor(t, 20*time.Second, "crash broker to accept connections", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return true
+		}
+		return false
+	})
+	return b
+}
+
+// spawnCrashBroker starts a broker process without waiting for it to serve.
+func spawnCrashBroker(t *testing.T, dir, addr string, env ...string) *crashBroker {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "WARREN_CRASH_BROKER_DIR="+dir, "WARREN_CRASH_BROKER_ADDR="+addr)
@@ -80,14 +114,6 @@ func startCrashBroker(t *testing.T, dir, addr string, env ...string) *crashBroke
 	}
 	b := &crashBroker{cmd: cmd, addr: addr}
 	t.Cleanup(func() { b.kill() })
-	waitFor(t, 20*time.Second, "crash broker to accept connections", func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return true
-		}
-		return false
-	})
 	return b
 }
 
