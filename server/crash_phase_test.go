@@ -113,12 +113,7 @@ func proveAcks(ch *amqp091.Channel, batch []string, led *crashLedger) error {
 // The broker that finally starts must hold every confirmed message not
 // acked, and none whose ack was durable.
 func TestCrashPhaseKillDuringRecovery(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test skipped in -short mode")
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	url := "amqp://guest:guest@" + addr + "/"
+	dir, addr, url := crashEnv(t, "crash test")
 	env := "WARREN_CRASH_SEGMENT_SIZE=" + strconv.Itoa(phaseSegmentSize)
 	led := &crashLedger{confirmed: map[string]bool{}, ackSent: map[string]bool{}, acked: map[string]bool{}}
 
@@ -237,12 +232,7 @@ func compacting(dataDir string) bool {
 // message not acked is there (the tenth messages of every earlier round,
 // which live on in the compacted segments) and no durably acked one.
 func TestCrashPhaseKillDuringCompaction(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test skipped in -short mode")
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	url := "amqp://guest:guest@" + addr + "/"
+	dir, addr, url := crashEnv(t, "crash test")
 	env := "WARREN_CRASH_SEGMENT_SIZE=" + strconv.Itoa(phaseSegmentSize)
 	led := &crashLedger{confirmed: map[string]bool{}, ackSent: map[string]bool{}, acked: map[string]bool{}}
 	const rounds = 6

@@ -124,6 +124,18 @@ func (b *crashBroker) kill() {
 	}
 }
 
+// crashEnv prepares a test that runs broker processes: it skips in -short
+// mode (what names the test there) and returns a data directory, a free
+// address and the guest URL on it.
+func crashEnv(t *testing.T, what string) (dir, addr, url string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(what + " skipped in -short mode")
+	}
+	addr = freeAddr(t)
+	return t.TempDir(), addr, "amqp://guest:guest@" + addr + "/"
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -149,12 +161,7 @@ type crashLedger struct {
 // present (at least once) unless the consumer had sent its ack, and no
 // message whose ack was durable comes back.
 func TestCrashKill9(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test skipped in -short mode")
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	url := "amqp://guest:guest@" + addr + "/"
+	dir, addr, url := crashEnv(t, "crash test")
 	rounds := 20
 	for round := range rounds {
 		b := startCrashBroker(t, dir, addr)
@@ -347,12 +354,7 @@ func drainCrashQueue(t *testing.T, url string) map[string]bool {
 // broker keeps serving, and after a restart with space every confirmed
 // message is there.
 func TestDiskFullNacksAndRecovers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("disk-full test skipped in -short mode")
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	url := "amqp://guest:guest@" + addr + "/"
+	dir, addr, url := crashEnv(t, "disk-full test")
 	b := startCrashBroker(t, dir, addr, "WARREN_CRASH_BROKER_FSIZE="+strconv.Itoa(2<<20))
 	conn, err := amqp091.Dial(url)
 	must(t, err)

@@ -264,22 +264,33 @@ func sessionEnd(rng *rand.Rand) <-chan time.Time {
 	return time.After(d)
 }
 
+// openSession dials, counts the session and opens a channel in confirm
+// mode. The caller drops the connection when the session ends.
+func (c *soakClients) openSession() (*soakConn, *amqp091.Channel, error) {
+	conn, err := dialSoak(c.url)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.led.sessions.Add(1)
+	ch, err := conn.Channel()
+	if err == nil {
+		err = ch.Confirm(false)
+	}
+	if err != nil {
+		_ = conn.CloseDeadline(time.Now().Add(2 * time.Second)) // the channel error is the one to report
+		return nil, nil, err
+	}
+	return conn, ch, nil
+}
+
 // publishSession publishes persistent messages with confirms until the
 // session ends, the connection fails or the clients stop.
 func (c *soakClients) publishSession(p int, rng *rand.Rand) error {
-	conn, err := dialSoak(c.url)
+	conn, ch, err := c.openSession()
 	if err != nil {
 		return err
 	}
-	c.led.sessions.Add(1)
 	defer conn.drop(rng)
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	if err := ch.Confirm(false); err != nil {
-		return err
-	}
 	type pending struct {
 		key uint64
 		dc  *amqp091.DeferredConfirmation
@@ -352,19 +363,11 @@ func (c *soakClients) publishSession(p int, rng *rand.Rand) error {
 // pause, it publishes a marker with a confirm on the same channel: its
 // confirm proves the acks before it durable.
 func (c *soakClients) consumeSession(queue string, rng *rand.Rand) error {
-	conn, err := dialSoak(c.url)
+	conn, ch, err := c.openSession()
 	if err != nil {
 		return err
 	}
-	c.led.sessions.Add(1)
 	defer conn.drop(rng)
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	if err := ch.Confirm(false); err != nil {
-		return err
-	}
 	if err := ch.Qos(100, 0, false); err != nil {
 		return err
 	}

@@ -13,12 +13,7 @@ import (
 // message is readable from "first", and an offset read before a crash holds
 // the same message after it (offsets are never reused for other data).
 func TestStreamCrashKill9(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test skipped in -short mode")
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	url := "amqp://guest:guest@" + addr + "/"
+	dir, addr, url := crashEnv(t, "crash test")
 	seen := map[int64]string{} // offset → body, across rounds
 	for round := range 3 {
 		b := startCrashBroker(t, dir, addr)
@@ -107,12 +102,7 @@ func readStreamAll(t *testing.T, url, q, marker string, seen map[int64]string) m
 // snapshot, the broker is killed again, and the consumer still resumes: from
 // the prologue snapshot at the start of each segment.
 func TestStreamTrackingKill9(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test skipped in -short mode")
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	url := "amqp://guest:guest@" + addr + "/"
+	dir, addr, url := crashEnv(t, "crash test")
 	body := func(i int) string { return fmt.Sprintf("m%04d-%040d", i, 0) }
 	index := func(t *testing.T, m amqp091.Delivery) int {
 		t.Helper()

@@ -309,14 +309,7 @@ func TestEndToEndIdleScenario(t *testing.T) {
 	o.url = brokerURL(t)
 	o.idleQueues, o.idleConns, o.duration = 30, 5, 200*time.Millisecond
 	o.brokerPID = os.Getpid()
-	sc, err := findScenario("idle")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := runScenario(context.Background(), sc, o, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRunScenario(t, "idle", o)
 	if len(res.Phases) != 1 {
 		t.Fatalf("idle phases: %+v", res.Phases)
 	}
@@ -370,4 +363,19 @@ func TestProbeFirstDelivery(t *testing.T) {
 	if code := realMain([]string{"probe"}, &out, &errOut); code != exitUsage {
 		t.Fatalf("probe without --queue: exit %d", code)
 	}
+}
+
+// mustRunScenario runs the preset called name with o and fails the test on
+// any error.
+func mustRunScenario(t *testing.T, name string, o scenarioOptions) ScenarioResult {
+	t.Helper()
+	sc, err := findScenario(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := runScenario(context.Background(), sc, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -774,14 +774,7 @@ func TestScenarioWithAMQP091Client(t *testing.T) {
 			o.url = brokerURL(t)
 			o.duration = 700 * time.Millisecond
 			o.client = client
-			sc, err := findScenario("persistent")
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := runScenario(context.Background(), sc, o, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := mustRunScenario(t, "persistent", o)
 			if len(res.Phases) != 1 {
 				t.Fatalf("%d phases", len(res.Phases))
 			}
