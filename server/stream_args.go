@@ -37,6 +37,7 @@ type streamArgs struct {
 var streamUnsupportedArgs = []string{
 	"x-message-ttl", "x-expires", "x-max-length", "x-max-priority", "x-dead-letter-exchange",
 	"x-dead-letter-routing-key", "x-overflow", "x-delivery-limit", "x-message-deduplication",
+	"x-single-active-consumer",
 }
 
 // parseStreamArgs validates the arguments of a stream queue declaration.
@@ -44,7 +45,9 @@ func parseStreamArgs(name, vhost string, args amqp.Table) (streamArgs, *amqp.Err
 	sa := streamArgs{segmentSize: defaultStreamSegmentSize}
 	for _, k := range streamUnsupportedArgs {
 		if _, ok := args[k]; ok {
-			return sa, argError(name, vhost, k, "not supported by queue type stream")
+			// RabbitMQ 3.10's words, checked against a running node.
+			return sa, amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
+				"invalid arg '%s' for %s of queue type rabbit_stream_queue", k, describeQueue(name, vhost))
 		}
 	}
 	if err := parseStreamRetention(name, vhost, args, &sa); err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -206,6 +207,14 @@ func TestStreamRefusals(t *testing.T) {
 		},
 		"message-ttl": func(c *amqp091.Channel) error {
 			_, err := c.QueueDeclare("s3", true, false, false, false, amqp091.Table{"x-queue-type": "stream", "x-message-ttl": int32(10)})
+			return err
+		},
+		"single-active-consumer": func(c *amqp091.Channel) error {
+			_, err := c.QueueDeclare("s5", true, false, false, false, amqp091.Table{"x-queue-type": "stream", "x-single-active-consumer": true})
+			var ae *amqp091.Error
+			if errors.As(err, &ae) && ae.Reason != "PRECONDITION_FAILED - invalid arg 'x-single-active-consumer' for queue 's5' in vhost '/' of queue type rabbit_stream_queue" {
+				t.Errorf("refusal text %q differs from RabbitMQ 3.10's", ae.Reason)
+			}
 			return err
 		},
 		"bad-max-age": func(c *amqp091.Channel) error {
