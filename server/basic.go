@@ -98,7 +98,9 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 		seq = ch.publishSeq
 	}
 	if ex.isDuplicate(m) {
-		// A duplicate is confirmed but not enqueued.
+		// A duplicate is confirmed but not enqueued; earlier publishes still
+		// in the store batch get their confirms registered first.
+		ch.conn.flushStores()
 		if ch.confirm {
 			ch.settleConfirm(seq, confirmAck)
 		}

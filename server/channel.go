@@ -123,6 +123,7 @@ func (ch *channel) softClose(e *amqp.Error) {
 // shutdown cancels the channel's consumers and requeues its unacked messages.
 // It runs on the reader goroutine when the channel or connection closes.
 func (ch *channel) shutdown() {
+	ch.conn.flushStores() // this channel's batched publishes reach their queues and confirms
 	ch.conn.srv.admin.untrack(ch)
 	ch.flushConfirms()
 	ch.confirms.close()

@@ -312,3 +312,65 @@ func TestBatchedStoreKeepsOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchedStoreConfirmsStayInOrder: a duplicate (confirmed at once, not
+// enqueued) right after batched persistent publishes does not overtake them:
+// every publish is confirmed exactly once, in order; and a channel error
+// right after batched publishes still lets them reach their queue.
+func TestBatchedStoreConfirmsStayInOrder(t *testing.T) {
+	ts := startServer(t)
+	rc := dialRaw(t, ts.addr)
+	rc.open(0)
+	rc.send(1, &amqp.ChannelOpen{})
+	rc.expectMethod(&amqp.ChannelOpenOk{})
+	rc.send(1, &amqp.ConfirmSelect{})
+	rc.expectMethod(&amqp.ConfirmSelectOk{})
+	rc.send(1, &amqp.ExchangeDeclare{Exchange: "dedup", Type: "fanout", Durable: true, Arguments: amqp.Table{"x-message-deduplication": true}})
+	rc.expectMethod(&amqp.ExchangeDeclareOk{})
+	rc.send(1, &amqp.QueueDeclare{Queue: "dd", Durable: true})
+	rc.expectMethod(&amqp.QueueDeclareOk{})
+	rc.send(1, &amqp.QueueBind{Queue: "dd", Exchange: "dedup"})
+	rc.expectMethod(&amqp.QueueBindOk{})
+	publishes := func(ids ...string) []byte {
+		var b []byte
+		for i, id := range ids {
+			p := amqp.Properties{Flags: amqp.FlagDeliveryMode | amqp.FlagMessageID, DeliveryMode: 2, MessageID: id}
+			b = amqp.AppendMethodFrame(b, 1, &amqp.BasicPublish{Exchange: "dedup"})
+			b = amqp.AppendContent(b, 1, 131072, p.AppendTo(nil), []byte(fmt.Sprintf("%s%d", id, i)))
+		}
+		return b
+	}
+	// One write: three persistent publishes, the third a duplicate of the first.
+	rc.write(publishes("a", "b", "a"))
+	for confirmed := uint64(0); confirmed < 3; {
+		_, m := rc.nextMethod()
+		ack, ok := m.(*amqp.BasicAck)
+		if !ok {
+			t.Fatalf("unexpected %T %+v", m, m)
+		}
+		if ack.DeliveryTag <= confirmed || !ack.Multiple && ack.DeliveryTag != confirmed+1 {
+			t.Fatalf("ack %+v after tags up to %d were confirmed", ack, confirmed)
+		}
+		confirmed = ack.DeliveryTag
+	}
+	// One write: a persistent publish, then one to a missing exchange (404).
+	b := publishes("c")
+	b = amqp.AppendMethodFrame(b, 1, &amqp.BasicPublish{Exchange: "missing"})
+	b = amqp.AppendContent(b, 1, 131072, (&amqp.Properties{}).AppendTo(nil), []byte("x"))
+	rc.write(b)
+	for {
+		_, m := rc.nextMethod()
+		if cl, ok := m.(*amqp.ChannelClose); ok {
+			if cl.ReplyCode != amqp.NotFound {
+				t.Fatalf("channel closed with %d, want 404", cl.ReplyCode)
+			}
+			break
+		}
+		if ack, ok := m.(*amqp.BasicAck); !ok || ack.DeliveryTag != 4 {
+			t.Fatalf("unexpected %T %+v", m, m)
+		}
+	}
+	if info := queueInfo(ts, "dd"); info.Ready != 3 {
+		t.Fatalf("queue holds %d messages, want 3 (a, b, c; the duplicate dropped)", info.Ready)
+	}
+}
