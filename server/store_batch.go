@@ -18,6 +18,12 @@ import (
 // when it is handled. Confirms are registered at the flush, in channel order.
 //
 // Only the reader goroutine touches a connection's storeBatch.
+//
+// Caveat: a deferred message counts as routed when it is deferred, so if its
+// only queue is deleted before the flush (by another connection, within one
+// socket read) a mandatory publish is dropped rather than returned; RabbitMQ
+// gives no stronger guarantee for a queue deleted while messages are in flight
+// to it.
 
 // storeBatchMax bounds a batch: messages and body bytes.
 const (
