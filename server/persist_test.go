@@ -256,12 +256,7 @@ func TestIdleQueuesReleaseIndexPages(t *testing.T) {
 // all see them in the order the client sent them.
 func TestBatchedStoreKeepsOrder(t *testing.T) {
 	ts := startServer(t)
-	rc := dialRaw(t, ts.addr)
-	rc.open(0)
-	rc.send(1, &amqp.ChannelOpen{})
-	rc.expectMethod(&amqp.ChannelOpenOk{})
-	rc.send(1, &amqp.ConfirmSelect{})
-	rc.expectMethod(&amqp.ConfirmSelectOk{})
+	rc := rawConfirmChannel(t, ts)
 	rc.send(1, &amqp.QueueDeclare{Queue: "ordered", Durable: true})
 	rc.expectMethod(&amqp.QueueDeclareOk{})
 	// One write: 10 publishes (every third transient), then a basic.get.
@@ -319,12 +314,7 @@ func TestBatchedStoreKeepsOrder(t *testing.T) {
 // right after batched publishes still lets them reach their queue.
 func TestBatchedStoreConfirmsStayInOrder(t *testing.T) {
 	ts := startServer(t)
-	rc := dialRaw(t, ts.addr)
-	rc.open(0)
-	rc.send(1, &amqp.ChannelOpen{})
-	rc.expectMethod(&amqp.ChannelOpenOk{})
-	rc.send(1, &amqp.ConfirmSelect{})
-	rc.expectMethod(&amqp.ConfirmSelectOk{})
+	rc := rawConfirmChannel(t, ts)
 	rc.send(1, &amqp.ExchangeDeclare{Exchange: "dedup", Type: "fanout", Durable: true, Arguments: amqp.Table{"x-message-deduplication": true}})
 	rc.expectMethod(&amqp.ExchangeDeclareOk{})
 	rc.send(1, &amqp.QueueDeclare{Queue: "dd", Durable: true})
@@ -373,4 +363,16 @@ func TestBatchedStoreConfirmsStayInOrder(t *testing.T) {
 	if info := queueInfo(ts, "dd"); info.Ready != 3 {
 		t.Fatalf("queue holds %d messages, want 3 (a, b, c; the duplicate dropped)", info.Ready)
 	}
+}
+
+// rawConfirmChannel opens a raw connection with channel 1 in confirm mode.
+func rawConfirmChannel(t *testing.T, ts *testServer) *rawClient {
+	t.Helper()
+	rc := dialRaw(t, ts.addr)
+	rc.open(0)
+	rc.send(1, &amqp.ChannelOpen{})
+	rc.expectMethod(&amqp.ChannelOpenOk{})
+	rc.send(1, &amqp.ConfirmSelect{})
+	rc.expectMethod(&amqp.ConfirmSelectOk{})
+	return rc
 }
