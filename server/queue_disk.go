@@ -290,14 +290,8 @@ func (s *Server) releaseIdleIndexPages() {
 			return
 		case <-t.C:
 		}
-		s.mu.RLock()
-		vhosts := make([]*Vhost, 0, len(s.vhosts))
-		for _, vh := range s.vhosts {
-			vhosts = append(vhosts, vh)
-		}
-		s.mu.RUnlock()
 		freed := 0
-		for _, vh := range vhosts {
+		for _, vh := range s.Vhosts() {
 			freed += vh.releaseIdleIndexPages()
 		}
 		if freed*queueindex.SegmentSize >= returnMemoryAbove {
@@ -317,14 +311,8 @@ const returnMemoryAbove = 16 << 20
 // No lock is held across the calls; an index closed meanwhile frees nothing.
 // It returns the number of pages freed.
 func (vh *Vhost) releaseIdleIndexPages() int {
-	vh.mu.RLock()
-	queues := make([]*Queue, 0, len(vh.queues))
-	for _, q := range vh.queues {
-		queues = append(queues, q)
-	}
-	vh.mu.RUnlock()
 	freed := 0
-	for _, q := range queues {
+	for _, q := range vh.Queues() {
 		q.mu.Lock()
 		ix := q.index
 		q.mu.Unlock()

@@ -25,7 +25,7 @@ import (
 // gives no stronger guarantee for a queue deleted while messages are in flight
 // to it.
 
-// storeBatchMax bounds a batch: messages and body bytes.
+// storeBatchMaxMessages and storeBatchMaxBytes bound a batch.
 const (
 	storeBatchMaxMessages = 256
 	storeBatchMaxBytes    = 1 << 20
