@@ -199,6 +199,23 @@ func (s *session) do(step string, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// click clicks the element sel finds. The UI re-renders its lists on every
+// poll, so an element found an instant ago may have been replaced when the
+// click lands (CDP: "Could not find node with given id"); the click is then
+// retried on the new element, a few times, as a user would click again.
+func (s *session) click(step, sel string) {
+	s.t.Helper()
+	var err error
+	for range 5 {
+		if err = chromedp.Do(s.ctx, chromedp.Click(chromedp.CSS(sel))); err == nil || !strings.Contains(err.Error(), "Could not find node") {
+			break
+		}
+	}
+	if err != nil {
+		s.t.Fatalf("%s: %v", step, err)
+	}
+}
+
 // wait polls a JavaScript predicate until it is truthy.
 func (s *session) wait(step, expr string) {
 	s.t.Helper()
@@ -254,7 +271,7 @@ func submit(form string) chromedp.CSS {
 // confirm clicks the confirming button of the modal dialog.
 func (s *session) confirm(step string) {
 	s.t.Helper()
-	s.do(step, chromedp.Click(chromedp.CSS(`dialog.confirm[open] button[value=ok]`)))
+	s.click(step, `dialog.confirm[open] button[value=ok]`)
 }
 
 // formResult waits for the form's result line or its error and returns it.
@@ -344,7 +361,7 @@ func TestUIBrowserQueueRoundTrip(t *testing.T) {
 	// Publish on the queue's page; the payload carries markup that must show
 	// as text.
 	const payload = `hello from chromium <b id="injected">not bold</b> & ünïcode`
-	s.do("open queue page", chromedp.Click(chromedp.CSS(link)))
+	s.click("open queue page", link)
 	s.wait("queue page", `document.querySelector('h1').textContent === 'Queue `+queue+`'`)
 	s.do("publish",
 		chromedp.SendKeys(field("Publish message", "Payload"), payload),
@@ -512,7 +529,7 @@ func checkAccounts(s *session) {
 	if code := s.apiGet("/users/ops", &user); code != http.StatusOK || len(user.Tags) != 1 || user.Tags[0] != "monitoring" {
 		t.Errorf("GET /api/users/ops: %d, tags %v; want 200, [monitoring]", code, user.Tags)
 	}
-	s.do("delete user", chromedp.Click(chromedp.CSS(`tr[data-key="ops"] button`)))
+	s.click("delete user", `tr[data-key="ops"] button`)
 	s.confirm("confirm user deletion")
 	s.wait("user gone", `!document.querySelector('tr[data-key="ops"]')`)
 	if code := s.apiGet("/users/ops", nil); code != http.StatusNotFound {
@@ -577,13 +594,13 @@ func checkPoliciesAndQueueList(s *session) {
 	}
 	rows := `[...document.querySelectorAll('table.list tbody tr[data-key] a')].map((a) => a.textContent).join(',')`
 	s.wait("three queues in the default order", rows+` === 'other,ui-a,ui-b'`)
-	s.do("sort by name", chromedp.Click(chromedp.CSS(`th button[data-focus-key="sort:name"]`)))
+	s.click("sort by name", `th button[data-focus-key="sort:name"]`)
 	s.wait("sorted ascending", `!!document.querySelector('th[aria-sort="ascending"]') && `+rows+` === 'other,ui-a,ui-b'`)
-	s.do("sort by name again", chromedp.Click(chromedp.CSS(`th button[data-focus-key="sort:name"]`)))
+	s.click("sort by name again", `th button[data-focus-key="sort:name"]`)
 	s.wait("sorted descending", `!!document.querySelector('th[aria-sort="descending"]') && `+rows+` === 'ui-b,ui-a,other'`)
 	s.do("filter", chromedp.SendKeys(field("Queues filter", "Filter by name"), "ui-"))
 	s.wait("filtered", rows+` === 'ui-b,ui-a'`)
-	s.do("open ui-a", chromedp.Click(chromedp.CSS(`a[href="#/queues/%2F/ui-a"]`)))
+	s.click("open ui-a", `a[href="#/queues/%2F/ui-a"]`)
 	s.wait("policy shown on queue", `document.querySelector('main dl.details') && document.querySelector('main dl.details').textContent.includes('ui-ttl')`)
 
 }
@@ -600,7 +617,7 @@ func checkExchange(s *session) {
 		chromedp.SetValue(field("Add an exchange", "Type"), "topic"),
 		chromedp.Click(submit("Add an exchange")))
 	s.formOK("declare exchange", "Add an exchange", `Exchange "ui-x" declared.`)
-	s.do("open exchange", chromedp.Click(chromedp.CSS(`a[href="#/exchanges/%2F/ui-x"]`)))
+	s.click("open exchange", `a[href="#/exchanges/%2F/ui-x"]`)
 	s.wait("exchange page", `document.querySelector('h1').textContent === 'Exchange ui-x'`)
 	s.do("bind",
 		chromedp.SendKeys(field("Add binding", "Destination name"), "ui-a"),
@@ -616,7 +633,7 @@ func checkExchange(s *session) {
 		t.Errorf("publish through bound exchange: %q", got)
 	}
 	checkQueueOverAMQP(t, s.amqpURL, "ui-a", 1)
-	s.do("unbind", chromedp.Click(chromedp.CSS(`main button[data-focus-key^="unbind:ui-x>queue:ui-a"]`)))
+	s.click("unbind", `main button[data-focus-key^="unbind:ui-x>queue:ui-a"]`)
 	s.confirm("confirm unbind")
 	s.wait("binding gone", `![...document.querySelectorAll('main table.list tbody tr')].some((r) => r.textContent.includes('a.#'))`)
 	s.do("publish again", chromedp.Evaluate[chromedp.Void](`document.querySelector('form[aria-label="Publish message"] .result').textContent = ''`),
