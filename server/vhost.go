@@ -131,7 +131,7 @@ func (vh *Vhost) declareExchange(m *amqp.ExchangeDeclare) *amqp.Error {
 	if err := equivalentBool(methodExchangeDeclare, what, "internal", m.Internal, ex.internal); err != nil {
 		return err
 	}
-	return equivalentArgs(methodExchangeDeclare, what, m.Arguments, ex.args)
+	return equivalentArgs(methodExchangeDeclare, what, exchangeEquivalenceArgs, m.Arguments, ex.args)
 }
 
 func equivalentBool(method uint32, what, name string, got, have bool) *amqp.Error {
@@ -140,63 +140,6 @@ func equivalentBool(method uint32, what, name string, got, have bool) *amqp.Erro
 	}
 	return amqp.NewError(amqp.PreconditionFailed, method,
 		"inequivalent arg '%s' for %s: received '%t' but current is '%t'", name, what, got, have)
-}
-
-// equivalentArgs compares declared arguments as RabbitMQ does for redeclares.
-func equivalentArgs(method uint32, what string, got, have amqp.Table) *amqp.Error {
-	keys := make([]string, 0, len(got)+len(have))
-	for k := range got {
-		keys = append(keys, k)
-	}
-	for k := range have {
-		if _, ok := got[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		g, gok := got[k]
-		h, hok := have[k]
-		if gok && hok && canonicalArgs(amqp.Table{k: g}) == canonicalArgs(amqp.Table{k: h}) {
-			continue
-		}
-		if !gok && !hok {
-			continue
-		}
-		return amqp.NewError(amqp.PreconditionFailed, method,
-			"inequivalent arg '%s' for %s: received %s but current is %s", k, what, describeArg(g, gok), describeArg(h, hok))
-	}
-	return nil
-}
-
-func describeArg(v any, present bool) string {
-	if !present {
-		return "none"
-	}
-	return fmt.Sprintf("the value '%v' of type '%s'", v, argTypeName(v))
-}
-
-// argTypeName names a table value's type as RabbitMQ does in error texts.
-func argTypeName(v any) string {
-	switch v.(type) {
-	case bool:
-		return "bool"
-	case int8, int16, int32, int64, int:
-		return "signedint"
-	case uint8, uint16, uint32, uint64:
-		return "unsignedint"
-	case float32, float64:
-		return "double"
-	case string:
-		return "longstr"
-	case []byte:
-		return "binary"
-	case amqp.Table:
-		return "table"
-	case []any:
-		return "array"
-	}
-	return "void"
 }
 
 // deleteExchange implements exchange.delete.
@@ -452,7 +395,7 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 		if err := equivalentBool(methodQueueDeclare, what, "exclusive", m.Exclusive, q.exclusive); err != nil {
 			return nil, err
 		}
-		return q, equivalentArgs(methodQueueDeclare, what, m.Arguments, q.args)
+		return q, equivalentArgs(methodQueueDeclare, what, queueEquivalenceArgs(q.args), m.Arguments, q.args)
 	}
 	if strings.HasPrefix(name, "amq.") && m.Queue != "" {
 		return nil, amqp.NewError(amqp.AccessRefused, methodQueueDeclare, "queue name '%s' contains reserved prefix 'amq.*'", name)
