@@ -855,6 +855,9 @@ func (s *Server) PurgeQueue(vhost, name string) (int, error) {
 	if aerr != nil {
 		return 0, aerr
 	}
+	if aerr := checkPurgeable(q, methodQueuePurge); aerr != nil {
+		return 0, aerr
+	}
 	return q.purge(), nil
 }
 

@@ -419,6 +419,9 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) *amqp.Error {
 	if err != nil {
 		return err
 	}
+	if err := checkPurgeable(q, m.ID()); err != nil {
+		return err
+	}
 	n := q.purge()
 	ch.reply(m.Nowait, &amqp.QueuePurgeOk{MessageCount: uint32(n)})
 	return nil

@@ -101,7 +101,7 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue %q arguments: %w", mq.Name, err)
 	}
-	qa, aerr := parseQueueArgs(mq.Name, vh.name, args)
+	qa, aerr := parseQueueArgs(mq.Name, vh.name, storedQueueArgs(args))
 	if aerr != nil {
 		return nil, aerr
 	}

@@ -589,7 +589,7 @@ func (vh *Vhost) applyStreamPolicy(q *Queue, def map[string]any) {
 	if s == nil {
 		return // deleted meanwhile
 	}
-	declared, aerr := parseStreamArgs(q.name, vh.name, q.declaredArgs())
+	declared, aerr := parseStreamArgs(q.name, vh.name, storedQueueArgs(q.declaredArgs()))
 	if aerr != nil {
 		vh.log.Error("stream arguments no longer parse; policy not applied", "queue", q.name, "err", aerr)
 		return

@@ -97,10 +97,18 @@ func TestPolicyStreamKeysValidation(t *testing.T) {
 	if err := ValidatePolicy(Policy{Name: "p", Pattern: ".*", ApplyTo: ApplyToQueues, Definition: valid}, false); err != nil {
 		t.Fatal(err)
 	}
+	// RabbitMQ 3.10 takes segment sizes from 0 to 3e9.
+	for _, size := range []int64{0, 1000, 3_000_000_000} {
+		def := map[string]any{"stream-max-segment-size-bytes": size}
+		if err := ValidatePolicy(Policy{Name: "p", Pattern: ".*", ApplyTo: ApplyToQueues, Definition: def}, false); err != nil {
+			t.Errorf("segment size %d: %v", size, err)
+		}
+	}
 	for def, want := range map[string]map[string]any{
-		"is not a valid max age":      {"max-age": "10x"},
-		"1000 is not a valid segment": {"stream-max-segment-size-bytes": int64(1000)},
-		"is not a valid segment size": {"stream-max-segment-size-bytes": "big"},
+		"is not a valid max age":            {"max-age": "10x"},
+		"3000000001 is not a valid segment": {"stream-max-segment-size-bytes": int64(3_000_000_001)},
+		"-1 is not a valid segment":         {"stream-max-segment-size-bytes": int64(-1)},
+		"is not a valid segment size":       {"stream-max-segment-size-bytes": "big"},
 	} {
 		err := ValidatePolicy(Policy{Name: "p", Pattern: ".*", ApplyTo: ApplyToQueues, Definition: want}, false)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), def) {

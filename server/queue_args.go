@@ -64,9 +64,44 @@ func intArg(v any) (int64, bool) {
 	return 0, false
 }
 
+// queueTypeArg validates x-queue-type, which RabbitMQ checks before any
+// other argument, and returns it ("" when absent).
+func queueTypeArg(name, vhost string, args amqp.Table) (string, *amqp.Error) {
+	v, ok := args["x-queue-type"]
+	if !ok {
+		return "", nil
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		return "", argError(name, vhost, "x-queue-type", "{unacceptable_type,%s}", argTypeName(v))
+	}
+	if s != "classic" && s != "quorum" && s != "stream" {
+		return "", argError(name, vhost, "x-queue-type", "%q", "unsupported queue type '"+s+"'")
+	}
+	return s, nil
+}
+
 // parseQueueArgs validates the x-arguments RabbitMQ checks at declare time.
+// A stream's are its own (stream_args.go).
 func parseQueueArgs(name, vhost string, args amqp.Table) (queueArgs, *amqp.Error) {
 	qa := queueArgs{messageTTL: -1, maxLength: -1, maxLengthBytes: -1, deliveryLimit: -1, dedupCacheSize: 0}
+	qtype, err := queueTypeArg(name, vhost, args)
+	if err != nil {
+		return qa, err
+	}
+	if qtype == "stream" {
+		sa, err := parseStreamArgs(name, vhost, args)
+		if err != nil {
+			return qa, err
+		}
+		qa.stream = &sa
+		return qa, nil
+	}
+	return parseClassicQueueArgs(name, vhost, args, qa)
+}
+
+// parseClassicQueueArgs validates the arguments of a classic (or quorum) queue into qa.
+func parseClassicQueueArgs(name, vhost string, args amqp.Table, qa queueArgs) (queueArgs, *amqp.Error) {
 	nonNeg := func(key string, min int64) (int64, bool, *amqp.Error) {
 		v, ok := args[key]
 		if !ok {
@@ -158,19 +193,6 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueArgs, *amqp.Error
 			return qa, argError(name, vhost, "x-single-active-consumer", "{unacceptable_type,%s}", argTypeName(v))
 		}
 		qa.singleActive = b
-	}
-	if v, ok := args["x-queue-type"]; ok {
-		s, _ := v.(string)
-		if s != "classic" && s != "quorum" && s != "stream" {
-			return qa, argError(name, vhost, "x-queue-type", "{unacceptable_value,<<\"%v\">>}", v)
-		}
-		if s == "stream" {
-			sa, err := parseStreamArgs(name, vhost, args)
-			if err != nil {
-				return qa, err
-			}
-			qa.stream = &sa
-		}
 	}
 	if v, ok := args["x-message-deduplication"]; ok {
 		b, isBool := v.(bool)

@@ -172,9 +172,20 @@ func (t *streamTable) take(q *Queue) *stream {
 	return s
 }
 
+// checkPurgeable refuses queue.purge of a stream as RabbitMQ 3.10 does:
+// 540, which closes the connection. A stream's records go only by retention.
+func checkPurgeable(q *Queue, method uint32) *amqp.Error {
+	if q.qa.stream == nil {
+		return nil
+	}
+	return amqp.NewError(amqp.NotImplemented, method, "queue.purge not supported by stream queues %s", describeQueue(q.name, q.vhost.name))
+}
+
 // checkStreamDeclare refuses stream properties RabbitMQ refuses: a stream is
-// durable, not exclusive and not auto-delete.
-func checkStreamDeclare(vh *Vhost, name string, m *amqp.QueueDeclare) *amqp.Error {
+// durable, not exclusive and not auto-delete; then a segment size above
+// RabbitMQ's bound (rabbit_stream_queue:declare checks it after the
+// properties, so Warren does too).
+func checkStreamDeclare(vh *Vhost, name string, m *amqp.QueueDeclare, sa *streamArgs) *amqp.Error {
 	prop := ""
 	switch {
 	case !m.Durable:
@@ -189,6 +200,9 @@ func checkStreamDeclare(vh *Vhost, name string, m *amqp.QueueDeclare) *amqp.Erro
 	if prop != "" {
 		return amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare, "invalid property '%s' for %s", prop, describeQueue(name, vh.name))
 	}
+	if sa.segmentSize > maxDeclaredSegmentSize {
+		return amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare, "Exceeded max value for x-stream-max-segment-size-bytes")
+	}
 	return nil
 }
 
@@ -202,7 +216,7 @@ func openStream(srv *Server, q *Queue) error {
 	dir := filepath.Join(vh.storage.dir, "streams", dirName(q.name))
 	sa := *q.qa.stream
 	cfg := msgstore.DefaultConfig(dir)
-	cfg.SegmentSize = sa.segmentSize
+	cfg.SegmentSize = storeSegmentSize(sa.segmentSize)
 	cfg.IndexInterval = int(min(int64(cfg.IndexInterval), cfg.SegmentSize/4))
 	cfg.Flush = vh.storage.policy // the vhost's, unless the stream sets its own
 	cfg.FlushInterval = srv.cfg.FlushInterval
@@ -290,7 +304,7 @@ func (s *stream) setRetention(r streamRetention) {
 		return
 	}
 	s.ret.Store(&r)
-	if err := s.log.SetSegmentSize(r.segmentSize); err != nil {
+	if err := s.log.SetSegmentSize(storeSegmentSize(r.segmentSize)); err != nil {
 		s.logger.Error("stream segment size from policy", "size", r.segmentSize, "err", err)
 	}
 	select {

@@ -17,7 +17,13 @@ func TestParseStreamInterval(t *testing.T) {
 			t.Errorf("parseStreamInterval(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "m", "10", "10x", "-1h", "1.5h", "99999999999Y"} {
+	// RabbitMQ takes any length; Warren caps it at 146 years.
+	for _, in := range []string{"99999999999Y", "184467440737095516150000s"} {
+		if got, err := parseStreamInterval(in); err != nil || got != maxStreamInterval {
+			t.Errorf("parseStreamInterval(%q) = %v, %v; want the cap", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "m", "10", "10x", "-1h", "1.5h", "+1h"} {
 		if _, err := parseStreamInterval(in); err == nil {
 			t.Errorf("parseStreamInterval(%q) accepted", in)
 		}
@@ -39,6 +45,12 @@ func TestParseStreamOffset(t *testing.T) {
 		{int16(7), streamStart{kind: streamStartOffset, offset: 7}},
 		{at, streamStart{kind: streamStartTime, at: at}},
 		{"30m", streamStart{kind: streamStartTime, at: now.Add(-30 * time.Minute)}},
+		// As RabbitMQ: a negative offset starts at the first record, and
+		// first, last and next may come as binaries.
+		{int64(-1), streamStart{kind: streamStartOffset, offset: 0}},
+		{int8(-5), streamStart{kind: streamStartOffset, offset: 0}},
+		{[]byte("first"), streamStart{kind: streamStartFirst}},
+		{[]byte("last"), streamStart{kind: streamStartLast}},
 	}
 	for _, c := range cases {
 		got, err := parseStreamOffset(c.in, now)
@@ -46,7 +58,7 @@ func TestParseStreamOffset(t *testing.T) {
 			t.Errorf("parseStreamOffset(%v) = %+v, %v; want %+v", c.in, got, err, c.want)
 		}
 	}
-	for _, in := range []any{"yesterday", int64(-1), 1.5, true, []byte("first")} {
+	for _, in := range []any{"yesterday", 1.5, true, []byte("30m")} {
 		if _, err := parseStreamOffset(in, now); err == nil {
 			t.Errorf("parseStreamOffset(%v) accepted", in)
 		}

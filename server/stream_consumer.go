@@ -41,15 +41,18 @@ func (ch *channel) consumeStream(q *Queue, m *amqp.BasicConsume, tag string, pri
 	if s == nil {
 		return amqp.NewError(amqp.NotFound, m.ID(), "no %s", describeQueue(q.name, q.vhost.name))
 	}
+	// RabbitMQ 3.10's checks, in its order (rabbit_stream_queue:consume),
+	// and its words, checked against a running node.
 	if ch.consumerPrefetch == 0 {
-		return amqp.NewError(amqp.PreconditionFailed, m.ID(), "consumer prefetch count is not set for stream %s", describeQueue(q.name, q.vhost.name))
+		return amqp.NewError(amqp.PreconditionFailed, m.ID(), "consumer prefetch count is not set for '%s'", describeQueue(q.name, q.vhost.name))
 	}
 	if m.NoAck {
-		return amqp.NewError(amqp.PreconditionFailed, m.ID(), "stream %s supports only manual acknowledgement (no_ack=false)", describeQueue(q.name, q.vhost.name))
+		return amqp.NewError(amqp.NotImplemented, m.ID(), "automatic acknowledgement not supported by stream queues %s", describeQueue(q.name, q.vhost.name))
 	}
-	spec, err := parseStreamOffset(m.Arguments["x-stream-offset"], time.Now())
+	offsetArg := m.Arguments["x-stream-offset"]
+	spec, err := parseStreamOffset(offsetArg, time.Now())
 	if err != nil {
-		return amqp.NewError(amqp.PreconditionFailed, m.ID(), "invalid arg 'x-stream-offset' for consumer: %v", err)
+		return streamOffsetError(m.ID(), q.name, q.vhost.name, offsetArg)
 	}
 	track := ""
 	if v, ok := m.Arguments["x-stream-offset-tracking-name"]; ok {

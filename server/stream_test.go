@@ -238,13 +238,6 @@ func TestStreamRefusals(t *testing.T) {
 	_, err = c1.Consume("s", "", false, false, false, false, nil)
 	expectCode(t, err, 406)
 
-	// Automatic acknowledgement: 406.
-	c2, err := conn.Channel()
-	must(t, err)
-	must(t, c2.Qos(5, 0, false))
-	_, err = c2.Consume("s", "", true, false, false, false, nil)
-	expectCode(t, err, 406)
-
 	// A bad offset specification: 406.
 	c3, err := conn.Channel()
 	must(t, err)

@@ -371,6 +371,11 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 	vh.mu.Lock()
 	defer vh.mu.Unlock()
 	if name == "" && !m.Passive {
+		if t, ok := m.Arguments["x-queue-type"].(string); ok && (t == "stream" || t == "quorum") {
+			// RabbitMQ's replicated queue types have no server-named queues.
+			return nil, amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
+				"Cannot declare a server-named queue for type rabbit_%s_queue", t)
+		}
 		name = generateName("amq.gen-")
 	}
 	q := vh.queues[name]
@@ -413,7 +418,7 @@ func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Erro
 		owner = c
 	}
 	if qa.stream != nil {
-		if err := checkStreamDeclare(vh, name, m); err != nil {
+		if err := checkStreamDeclare(vh, name, m, qa.stream); err != nil {
 			return nil, err
 		}
 	}
