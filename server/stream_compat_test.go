@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/amqp"
 )
 
 // The reply texts in this file are RabbitMQ 3.10.8's, read off a running node
@@ -208,4 +210,26 @@ func TestServerNamedStreamRefused(t *testing.T) {
 		_, err = ch.QueueDeclare("", true, false, false, false, amqp091.Table{"x-queue-type": qtype})
 		expectReason(t, err, 406, "PRECONDITION_FAILED - Cannot declare a server-named queue for type rabbit_"+qtype+"_queue")
 	}
+}
+
+// A stream stored by an earlier release with an argument now refused (it was
+// accepted and did nothing) still starts, keeps its records and compares
+// redeclares against its arguments as declared.
+func TestStreamStoredWithRefusedArgumentStillLoads(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir))
+	conn, ch := ts.channel(t)
+	declareStream(t, ch, "s", nil)
+	confirmPublishAll(t, conn, "s", "a")
+	vh := ts.Vhost("/")
+	legacy := amqp.Table{"x-queue-type": "stream", "x-queue-mode": "lazy", "x-initial-cluster-size": int32(0)}
+	must(t, vh.meta.put(bucketQueues, metaKey("/", "s"), metaQueue{Vhost: "/", Name: "s", Arguments: tableBytes(legacy)}))
+	must(t, ts.Close())
+
+	ts2 := startServer(t, withDataDir(dir))
+	conn2, ch2 := ts2.channel(t)
+	_, err := ch2.QueueDeclare("s", true, false, false, false, amqp091.Table{"x-queue-type": "stream", "x-initial-cluster-size": int16(0)})
+	must(t, err)
+	_, d := consumeStreamAt(t, conn2, "s", amqp091.Table{"x-stream-offset": "first"})
+	recvOffset(t, d, "a", 0)
 }
