@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
@@ -100,82 +101,133 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueArgs, *amqp.Error
 	return parseClassicQueueArgs(name, vhost, args, qa)
 }
 
-// parseClassicQueueArgs validates the arguments of a classic (or quorum) queue into qa.
+// maxExpiry is the longest x-expires and x-message-ttl RabbitMQ takes, ten
+// years in ms (rabbit_misc:check_expiry).
+const maxExpiry = 315_360_000_000
+
+// classicRefusedArgs are the arguments of RabbitMQ's quorum and stream types
+// that a classic queue refuses (rabbit_queue_type:arguments(queue_arguments)
+// less the classic type's). x-delivery-limit is not among them: Warren's
+// classic queues honour it.
+var classicRefusedArgs = []string{
+	"x-dead-letter-strategy", "x-max-in-memory-length", "x-max-in-memory-bytes",
+	"x-quorum-initial-group-size", "x-queue-leader-locator", "x-max-age",
+	"x-stream-max-segment-size-bytes", "x-initial-cluster-size",
+}
+
+// expiryArg is x-expires (positive) or x-message-ttl (not negative), in
+// rabbit_amqqueue's checks and words; ok is false when key is absent.
+func expiryArg(name, vhost, key string, args amqp.Table) (n int64, ok bool, err *amqp.Error) {
+	v, ok := args[key]
+	if !ok {
+		return 0, false, nil
+	}
+	n, isInt := intArg(v)
+	switch {
+	case !isInt:
+		return 0, false, argError(name, vhost, key, "%q", "expected integer, got "+argTypeName(v))
+	case n == 0 && key == "x-expires":
+		return 0, false, argError(name, vhost, key, "{value_zero,0}")
+	case n < 0:
+		return 0, false, argError(name, vhost, key, "{value_negative,%d}", n)
+	case n > maxExpiry:
+		return 0, false, argError(name, vhost, key, "{value_too_large,%d}", n)
+	}
+	return n, true, nil
+}
+
+// optNonNegIntArg is nonNegIntArg for an argument that may be absent.
+func optNonNegIntArg(name, vhost, key string, args amqp.Table) (int64, bool, *amqp.Error) {
+	v, ok := args[key]
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := nonNegIntArg(name, vhost, key, v)
+	return n, err == nil, err
+}
+
+// parseClassicQueueArgs validates the arguments of a classic (or quorum)
+// queue into qa, with RabbitMQ 3.10's checks and reply texts.
 func parseClassicQueueArgs(name, vhost string, args amqp.Table, qa queueArgs) (queueArgs, *amqp.Error) {
-	nonNeg := func(key string, min int64) (int64, bool, *amqp.Error) {
-		v, ok := args[key]
-		if !ok {
-			return 0, false, nil
-		}
-		n, isInt := intArg(v)
-		if !isInt {
-			return 0, false, argError(name, vhost, key, "{unacceptable_type,%s}", argTypeName(v))
-		}
-		if n < min {
-			if min > 0 {
-				return 0, false, argError(name, vhost, key, "{value_zero,%d}", n)
+	if args["x-queue-type"] != "quorum" {
+		for _, k := range classicRefusedArgs {
+			if _, ok := args[k]; ok {
+				return qa, amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
+					"invalid arg '%s' for %s of queue type rabbit_classic_queue", k, describeQueue(name, vhost))
 			}
-			return 0, false, argError(name, vhost, key, "{value_negative,%d}", n)
 		}
-		return n, true, nil
 	}
-	if n, ok, err := nonNeg("x-message-ttl", 0); err != nil {
+	if err := parseDeadLettering(name, vhost, args, &qa); err != nil {
 		return qa, err
-	} else if ok {
-		qa.messageTTL = n
 	}
-	if n, ok, err := nonNeg("x-expires", 1); err != nil {
+	if n, ok, err := expiryArg(name, vhost, "x-expires", args); err != nil {
 		return qa, err
 	} else if ok {
 		qa.expires = n
 	}
-	if n, ok, err := nonNeg("x-max-length", 0); err != nil {
+	if n, ok, err := expiryArg(name, vhost, "x-message-ttl", args); err != nil {
 		return qa, err
 	} else if ok {
-		qa.maxLength = n
+		qa.messageTTL = n
 	}
-	if n, ok, err := nonNeg("x-max-length-bytes", 0); err != nil {
+	if err := parseQueueLimits(name, vhost, args, &qa); err != nil {
 		return qa, err
-	} else if ok {
-		qa.maxLengthBytes = n
 	}
-	if n, ok, err := nonNeg("x-delivery-limit", 0); err != nil {
+	if err := parseQueueModes(name, vhost, args, &qa); err != nil {
 		return qa, err
-	} else if ok {
-		qa.deliveryLimit = n
 	}
-	if n, ok, err := nonNeg("x-consumer-timeout", 1); err != nil {
-		return qa, err
-	} else if ok {
-		qa.consumerTimeout = time.Duration(n) * time.Millisecond
-	}
-	if n, ok, err := nonNeg("x-max-priority", 0); err != nil {
-		return qa, err
-	} else if ok {
-		if n > 255 {
-			return qa, argError(name, vhost, "x-max-priority", "{value_too_large,%d,255}", n)
-		}
-		qa.maxPriority = uint8(n)
-	}
+	return parseQueueExtensions(name, vhost, args, qa)
+}
+
+// parseDeadLettering reads x-dead-letter-exchange and -routing-key.
+func parseDeadLettering(name, vhost string, args amqp.Table, qa *queueArgs) *amqp.Error {
 	if v, ok := args["x-dead-letter-exchange"]; ok {
 		s, isStr := v.(string)
 		if !isStr {
-			return qa, argError(name, vhost, "x-dead-letter-exchange", "{unacceptable_type,%s}", argTypeName(v))
+			// rabbit_channel's words: it checks the name before the queue's arguments.
+			return amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
+				"invalid type '%s' for arg 'x-dead-letter-exchange' in %s", argTypeName(v), describeQueue(name, vhost))
 		}
 		qa.dlx, qa.hasDLX = s, true
 	}
 	if v, ok := args["x-dead-letter-routing-key"]; ok {
 		s, isStr := v.(string)
 		if !isStr {
-			return qa, argError(name, vhost, "x-dead-letter-routing-key", "{unacceptable_type,%s}", argTypeName(v))
+			return argError(name, vhost, "x-dead-letter-routing-key", "{unacceptable_type,%s}", argTypeName(v))
 		}
 		if !qa.hasDLX {
-			return qa, argError(name, vhost, "x-dead-letter-routing-key", "Key x-dead-letter-exchange should be defined too")
+			return argError(name, vhost, "x-dead-letter-routing-key", "routing_key_but_no_dlx_defined")
 		}
 		qa.dlrk, qa.hasDLRK = s, true
 	}
+	return nil
+}
+
+// parseQueueLimits reads x-max-length, x-max-length-bytes, x-max-priority and x-overflow.
+func parseQueueLimits(name, vhost string, args amqp.Table, qa *queueArgs) *amqp.Error {
+	if n, ok, err := optNonNegIntArg(name, vhost, "x-max-length", args); err != nil {
+		return err
+	} else if ok {
+		qa.maxLength = n
+	}
+	if n, ok, err := optNonNegIntArg(name, vhost, "x-max-length-bytes", args); err != nil {
+		return err
+	} else if ok {
+		qa.maxLengthBytes = n
+	}
+	if n, ok, err := optNonNegIntArg(name, vhost, "x-max-priority", args); err != nil {
+		return err
+	} else if ok {
+		if n > 255 {
+			return argError(name, vhost, "x-max-priority", "{max_value_exceeded,%d}", n)
+		}
+		qa.maxPriority = uint8(n)
+	}
 	if v, ok := args["x-overflow"]; ok {
-		s, _ := v.(string)
+		s, isStr := v.(string)
+		if !isStr {
+			return argError(name, vhost, "x-overflow", "{unacceptable_type,%s}", argTypeName(v))
+		}
 		switch s {
 		case "drop-head":
 			qa.overflow = overflowDropHead
@@ -184,15 +236,56 @@ func parseClassicQueueArgs(name, vhost string, args amqp.Table, qa queueArgs) (q
 		case "reject-publish-dlx":
 			qa.overflow = overflowRejectPublishDLX
 		default:
-			return qa, argError(name, vhost, "x-overflow", "{unacceptable_value,<<\"%v\">>}", v)
+			return argError(name, vhost, "x-overflow", "invalid_overflow")
 		}
+	}
+	return nil
+}
+
+// parseQueueModes validates x-queue-mode and x-queue-version, which choose
+// RabbitMQ's storage layout (Warren has one), and reads
+// x-single-active-consumer.
+func parseQueueModes(name, vhost string, args amqp.Table, qa *queueArgs) *amqp.Error {
+	if v, ok := args["x-queue-mode"]; ok {
+		s, isStr := v.(string)
+		if !isStr {
+			return argError(name, vhost, "x-queue-mode", "{unacceptable_type,%s}", argTypeName(v))
+		}
+		if s != "default" && s != "lazy" {
+			return argError(name, vhost, "x-queue-mode", "%q", "unsupported queue mode '"+s+"'")
+		}
+	}
+	if n, ok, err := optNonNegIntArg(name, vhost, "x-queue-version", args); err != nil {
+		return err
+	} else if ok && n != 1 && n != 2 {
+		return argError(name, vhost, "x-queue-version", "%q", "unsupported queue version '"+strconv.FormatInt(n, 10)+"'")
 	}
 	if v, ok := args["x-single-active-consumer"]; ok {
 		b, isBool := v.(bool)
 		if !isBool {
-			return qa, argError(name, vhost, "x-single-active-consumer", "{unacceptable_type,%s}", argTypeName(v))
+			return argError(name, vhost, "x-single-active-consumer", "{unacceptable_type,%s}", argTypeName(v))
 		}
 		qa.singleActive = b
+	}
+	return nil
+}
+
+// parseQueueExtensions reads x-delivery-limit (a quorum queue argument that
+// Warren's classic queues honour too), x-consumer-timeout and Warren's
+// x-message-deduplication.
+func parseQueueExtensions(name, vhost string, args amqp.Table, qa queueArgs) (queueArgs, *amqp.Error) {
+	if n, ok, err := optNonNegIntArg(name, vhost, "x-delivery-limit", args); err != nil {
+		return qa, err
+	} else if ok {
+		qa.deliveryLimit = n
+	}
+	if n, ok, err := optNonNegIntArg(name, vhost, "x-consumer-timeout", args); err != nil {
+		return qa, err
+	} else if ok {
+		if n == 0 {
+			return qa, argError(name, vhost, "x-consumer-timeout", "{value_zero,0}")
+		}
+		qa.consumerTimeout = time.Duration(n) * time.Millisecond
 	}
 	if v, ok := args["x-message-deduplication"]; ok {
 		b, isBool := v.(bool)
