@@ -87,12 +87,16 @@ func argsEquivalent(key string, got any, gok bool, have any, hok bool) bool {
 
 // describeArg renders one side of an inequivalence as RabbitMQ does: a bare
 // quoted value when both sides have the argument, "the value '...' of type
-// '...'" when only this side has it, and "none" when it is absent.
+// '...'" when only this side has it, and "none" when it is absent (or void
+// beside a value).
 func describeArg(v any, present, otherPresent bool) string {
 	if !present {
 		return "none"
 	}
 	if otherPresent {
+		if v == nil {
+			return "none" // rabbit_misc:val(undefined): a void value reads as absent
+		}
 		return "'" + erlangText(v) + "'"
 	}
 	return "the value '" + erlangText(v) + "' of type '" + argTypeName(v) + "'"

@@ -78,6 +78,10 @@ func TestQueueRedeclareComparesArgumentsAsRabbitMQ(t *testing.T) {
 			ineqPrefix + "'x-single-active-consumer' " + q + "received 'false' but current is 'true'"},
 		{"boolean current none", nil, amqp091.Table{"x-single-active-consumer": false},
 			ineqPrefix + "'x-single-active-consumer' " + q + "received the value 'false' of type 'bool' but current is none"},
+		{"void received", nil, amqp091.Table{"x-queue-master-locator": nil},
+			ineqPrefix + "'x-queue-master-locator' " + q + "received the value 'undefined' of type 'void' but current is none"},
+		{"void current", amqp091.Table{"x-queue-master-locator": nil}, amqp091.Table{"x-queue-master-locator": "min-masters"},
+			ineqPrefix + "'x-queue-master-locator' " + q + "received 'min-masters' but current is none"},
 		// Several differ: RabbitMQ names the first in its own order, not the
 		// table's, nor the alphabet's.
 		{"several", amqp091.Table{"x-message-ttl": int32(300), "x-max-length": int32(5), "x-expires": int32(10000), "x-overflow": "drop-head"},
