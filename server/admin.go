@@ -36,7 +36,6 @@ type adminState struct {
 
 	pmu         sync.RWMutex // leaf: guards everything below up to chmu
 	clusterName string
-	topicPerms  map[topicPermKey]TopicPermission
 	params      map[paramKey]any
 	globals     map[string]any
 
@@ -361,13 +360,6 @@ func (s *Server) DeleteUser(name string) error {
 	if !found {
 		return fmt.Errorf("%w: %q", ErrNoSuchUser, name)
 	}
-	s.admin.pmu.Lock()
-	for k := range s.admin.topicPerms {
-		if k.user == name {
-			delete(s.admin.topicPerms, k)
-		}
-	}
-	s.admin.pmu.Unlock()
 	return nil
 }
 
@@ -434,21 +426,9 @@ func (s *Server) ClearPermission(user, vhost string) error {
 	return nil
 }
 
-// TopicPermission restricts, for topic exchanges, the routing keys a user may
-// publish (Write) and bind with (Read). Warren stores them for tools that
-// manage them (Terraform, the topology operator); AMQP does not enforce them yet.
-type TopicPermission struct {
-	User, Vhost, Exchange string
-	Write, Read           string
-}
-
-type topicPermKey struct{ user, vhost, exchange string }
-
 // TopicPermissions returns every topic permission, sorted by user, vhost and exchange.
 func (s *Server) TopicPermissions() []TopicPermission {
-	s.admin.pmu.RLock()
-	out := slices.Collect(maps.Values(s.admin.topicPerms))
-	s.admin.pmu.RUnlock()
+	out := s.users.topicPermissions()
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.User != b.User {
@@ -462,7 +442,8 @@ func (s *Server) TopicPermissions() []TopicPermission {
 	return out
 }
 
-// SetTopicPermission stores a topic permission and reports whether it is new.
+// SetTopicPermission stores a topic permission and reports whether it is
+// new. It applies to the user's next publish or bind on open channels too.
 func (s *Server) SetTopicPermission(tp TopicPermission) (created bool, err error) {
 	s.admin.mu.Lock()
 	defer s.admin.mu.Unlock()
@@ -479,18 +460,7 @@ func (s *Server) setTopicPermissionLocked(tp TopicPermission) (bool, error) {
 	if tp.Exchange == "" {
 		return false, fmt.Errorf("%w: topic permission without an exchange", ErrInvalid)
 	}
-	if _, err := compilePermission(Permission{Configure: "", Write: tp.Write, Read: tp.Read}); err != nil {
-		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	k := topicPermKey{tp.User, tp.Vhost, tp.Exchange}
-	s.admin.pmu.Lock()
-	defer s.admin.pmu.Unlock()
-	if s.admin.topicPerms == nil {
-		s.admin.topicPerms = make(map[topicPermKey]TopicPermission)
-	}
-	_, exists := s.admin.topicPerms[k]
-	s.admin.topicPerms[k] = tp
-	return !exists, nil
+	return s.users.setTopicPermission(tp)
 }
 
 // ClearTopicPermissions removes a user's topic permissions on a vhost: all
@@ -498,14 +468,9 @@ func (s *Server) setTopicPermissionLocked(tp TopicPermission) (bool, error) {
 func (s *Server) ClearTopicPermissions(user, vhost, exchange string) error {
 	s.admin.mu.Lock()
 	defer s.admin.mu.Unlock()
-	s.admin.pmu.Lock()
-	defer s.admin.pmu.Unlock()
-	n := 0
-	for k := range s.admin.topicPerms {
-		if k.user == user && k.vhost == vhost && (exchange == "" || k.exchange == exchange) {
-			delete(s.admin.topicPerms, k)
-			n++
-		}
+	n, err := s.users.clearTopicPermissions(user, vhost, exchange)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: no topic permissions of %q on vhost %q", ErrNotFound, user, vhost)
@@ -644,16 +609,14 @@ func (s *Server) DeleteVhost(name string) error {
 				return fmt.Errorf("server: deleting vhost %q: %w", name, err)
 			}
 		}
+		if _, err := s.users.clearTopicPermissions(u.Name, name, ""); err != nil {
+			return fmt.Errorf("server: deleting vhost %q: %w", name, err)
+		}
 	}
 	if err := s.removeVhostStorage(vh); err != nil {
 		return err
 	}
 	s.admin.pmu.Lock()
-	for k := range s.admin.topicPerms {
-		if k.vhost == name {
-			delete(s.admin.topicPerms, k)
-		}
-	}
 	for k := range s.admin.params {
 		if k.vhost == name {
 			delete(s.admin.params, k)

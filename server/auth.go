@@ -111,6 +111,7 @@ type account struct {
 	tags         []string
 	loopbackOnly bool
 	perms        map[string]*compiledPermission // by vhost
+	topics       map[topicKey]*compiledTopic    // topic permissions (topic_auth.go)
 }
 
 // UserInfo describes a user for the management API. It never carries the password.
@@ -231,6 +232,9 @@ func (u *users) remove(name string) (bool, error) {
 		}
 		if err := u.meta.deletePrefix(bucketPermissions, append([]byte(name), 0)); err != nil {
 			return false, fmt.Errorf("removing permissions of %q: %w", name, err)
+		}
+		if err := u.meta.deletePrefix(bucketTopicPermissions, append([]byte(name), 0)); err != nil {
+			return false, fmt.Errorf("removing topic permissions of %q: %w", name, err)
 		}
 	}
 	u.mu.Lock()

@@ -65,9 +65,8 @@ func (ch *channel) handleBody(p []byte) *amqp.Error {
 func (ch *channel) completePublish() *amqp.Error {
 	m := ch.pubMsg
 	ch.pubActive, ch.pubHeader, ch.pubMsg = false, false, nil
-	if err := ch.prepareMessage(m); err != nil {
-		return err
-	}
+	// RabbitMQ's order: write permission, the exchange, topic permission,
+	// then the properties (reply-to, user-id, expiration).
 	if err := ch.authorizePublish(m.Exchange); err != nil {
 		return err
 	}
@@ -77,6 +76,12 @@ func (ch *channel) completePublish() *amqp.Error {
 	}
 	if ex.internal {
 		return amqp.NewError(amqp.AccessRefused, methodBasicPublish, "cannot publish to internal %s", describeExchange(m.Exchange, ch.conn.vhost.name))
+	}
+	if err := ch.authorizeTopicPublish(ex, m.RoutingKey); err != nil {
+		return err
+	}
+	if err := ch.prepareMessage(m); err != nil {
+		return err
 	}
 	mandatory := ch.pub.Mandatory
 	if ch.tx != nil {

@@ -29,6 +29,7 @@ type channel struct {
 		gen      uint64
 		exchange string
 	}
+	pubTopic pubTopicMemo // the last topic permission check on publish (topic_auth.go)
 
 	confirm    bool
 	publishSeq uint64         // sequence number of the last publish in confirm mode
@@ -333,6 +334,9 @@ func (ch *channel) exchangeBind(dest, source, key string, args amqp.Table, unbin
 	if err := ch.authorize(accessRead, "exchange", source, method); err != nil {
 		return err
 	}
+	if err := ch.authorizeTopic(ch.conn.vhost.exchange(source), key, accessRead, method); err != nil {
+		return err
+	}
 	if err := ch.conn.vhost.bindExchange(dest, source, key, args, unbind); err != nil {
 		return err
 	}
@@ -384,8 +388,8 @@ func (ch *channel) queueUnbind(m *amqp.QueueUnbind) *amqp.Error {
 
 // bindingEnds applies RabbitMQ's shortcuts to a queue binding (an empty queue
 // name is the last declared queue; with an empty key too, the key is that
-// queue's name) and checks write permission on the queue and read permission
-// on the exchange.
+// queue's name) and checks write permission on the queue, read permission
+// on the exchange and, on a topic exchange, topic permission for the key.
 func (ch *channel) bindingEnds(queue, key *string, exchange string, method uint32) *amqp.Error {
 	if *queue == "" && *key == "" {
 		*key = ch.lastQueue
@@ -398,7 +402,10 @@ func (ch *channel) bindingEnds(queue, key *string, exchange string, method uint3
 	if err := ch.authorize(accessWrite, "queue", name, method); err != nil {
 		return err
 	}
-	return ch.authorize(accessRead, "exchange", exchange, method)
+	if err := ch.authorize(accessRead, "exchange", exchange, method); err != nil {
+		return err
+	}
+	return ch.authorizeTopic(ch.conn.vhost.exchange(exchange), *key, accessRead, method)
 }
 
 // readableQueue resolves a queue name (with the empty-name shortcut) that

@@ -321,7 +321,7 @@ func validateAccounts(d *Definitions, ix defIndex) error {
 		if !ix.users[tp.User] || !ix.vhosts[tp.Vhost] || tp.Exchange == "" {
 			return invalidDef(what, fmt.Errorf("user, vhost or exchange missing"))
 		}
-		if _, err := compilePermission(Permission{Write: tp.Write, Read: tp.Read}); err != nil {
+		if _, err := compileTopic(tp); err != nil {
 			return invalidDef(what, err)
 		}
 	}

@@ -28,7 +28,9 @@ var (
 	bucketQueues      = []byte("queues")
 	bucketBindings    = []byte("bindings")
 	bucketPolicies    = []byte("policies")
-	allBuckets        = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketQueues, bucketBindings, bucketPolicies}
+	// bucketTopicPermissions holds TopicPermission values by user, vhost, exchange.
+	bucketTopicPermissions = []byte("topic_permissions")
+	allBuckets             = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketQueues, bucketBindings, bucketPolicies, bucketTopicPermissions}
 )
 
 // metaStore keeps durable definitions — vhosts, users, permissions, durable

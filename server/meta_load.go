@@ -42,6 +42,10 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	if err != nil {
 		return fail(err)
 	}
+	err = metaEach(s.meta, bucketTopicPermissions, s.users.loadTopicPermission)
+	if err != nil {
+		return fail(err)
+	}
 	err = metaEach(s.meta, bucketExchanges, func(e metaExchange) error {
 		vh := s.vhosts[e.Vhost]
 		if vh == nil {
