@@ -349,12 +349,18 @@ func (ch *channel) exchangeBind(dest, source, key string, args amqp.Table, unbin
 }
 
 func (ch *channel) queueDeclare(m *amqp.QueueDeclare) *amqp.Error {
-	if m.Queue != "" {
-		if err := ch.authorize(accessConfigure, "queue", m.Queue, m.ID()); err != nil {
+	// A server-named queue needs configure permission on the name chosen
+	// for it, as in RabbitMQ (which first refuses server-named streams).
+	name, err := serverQueueName(m)
+	if err != nil {
+		return err
+	}
+	if name != "" {
+		if err := ch.authorize(accessConfigure, "queue", name, m.ID()); err != nil {
 			return err
 		}
 	}
-	q, err := ch.conn.vhost.declareQueue(ch.conn, m)
+	q, err := ch.conn.vhost.declareQueueNamed(ch.conn, m, name)
 	if err != nil {
 		return err
 	}

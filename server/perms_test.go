@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"regexp"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -172,5 +173,24 @@ func TestTopicPermissionsSurviveRestart(t *testing.T) {
 	ts3 := startServer(t, withDataDir(dir))
 	if got := ts3.TopicPermissions(); len(got) != 0 {
 		t.Fatalf("topic permissions of a deleted user came back: %+v", got)
+	}
+}
+
+// TestServerNamedQueueNeedsConfigure checks that queue.declare with an
+// empty name checks configure permission on the generated name, with
+// RabbitMQ's text.
+func TestServerNamedQueueNeedsConfigure(t *testing.T) {
+	_, dial := permsUser(t, Permission{Configure: `^app\.`, Write: ".*", Read: ".*"})
+	c := dial(nil)
+	_, err := channelOf(t, c).QueueDeclare("", false, true, true, false, nil)
+	expectCode(t, err, 403)
+	want := regexp.MustCompile(`^ACCESS_REFUSED - access to queue 'amq\.gen-[A-Za-z0-9_-]{22}' in vhost '/' refused for user 'app'$`)
+	if e := err.(*amqp091.Error); !want.MatchString(e.Reason) {
+		t.Fatalf("reason %q", e.Reason)
+	}
+	q, err := channelOf(t, c).QueueDeclare("app.named", false, true, true, false, nil)
+	must(t, err)
+	if q.Name != "app.named" {
+		t.Fatalf("declared %q", q.Name)
 	}
 }

@@ -367,17 +367,32 @@ func (vh *Vhost) lookupQueue(c *conn, name string, method uint32) (*Queue, *amqp
 
 // declareQueue implements queue.declare. It returns the queue and its counts.
 func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Error) {
-	name := m.Queue
+	name, err := serverQueueName(m)
+	if err != nil {
+		return nil, err
+	}
+	return vh.declareQueueNamed(c, m, name)
+}
+
+// serverQueueName is the name a queue.declare declares: its queue name or,
+// when that is empty and the declare not passive, a new amq.gen- name.
+func serverQueueName(m *amqp.QueueDeclare) (string, *amqp.Error) {
+	if m.Queue != "" || m.Passive {
+		return m.Queue, nil
+	}
+	if t, ok := m.Arguments["x-queue-type"].(string); ok && (t == "stream" || t == "quorum") {
+		// RabbitMQ's replicated queue types have no server-named queues.
+		return "", amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
+			"Cannot declare a server-named queue for type rabbit_%s_queue", t)
+	}
+	return generateName("amq.gen-"), nil
+}
+
+// declareQueueNamed is declareQueue with the name already chosen by
+// serverQueueName, so the channel can check permission on a generated name.
+func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (*Queue, *amqp.Error) {
 	vh.mu.Lock()
 	defer vh.mu.Unlock()
-	if name == "" && !m.Passive {
-		if t, ok := m.Arguments["x-queue-type"].(string); ok && (t == "stream" || t == "quorum") {
-			// RabbitMQ's replicated queue types have no server-named queues.
-			return nil, amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
-				"Cannot declare a server-named queue for type rabbit_%s_queue", t)
-		}
-		name = generateName("amq.gen-")
-	}
 	q := vh.queues[name]
 	if m.Passive {
 		if q == nil {
