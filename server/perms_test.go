@@ -194,3 +194,35 @@ func TestServerNamedQueueNeedsConfigure(t *testing.T) {
 		t.Fatalf("declared %q", q.Name)
 	}
 }
+
+// TestUserIDProperty checks RabbitMQ's user-id validation: the property
+// must name the publishing user unless the user is tagged impersonator.
+func TestUserIDProperty(t *testing.T) {
+	ts, dial := permsUser(t, Permission{".*", ".*", ".*"})
+	c := dial(nil)
+	mustDeclare(t, channelOf(t, c), "app.q", nil)
+	must(t, publishResult(t, c, "", "app.q", amqp091.Publishing{UserId: "app"}))
+	forged := amqp091.Publishing{UserId: "guest"}
+	const want = "PRECONDITION_FAILED - user_id property set to 'guest' but authenticated user was 'app'"
+	expectRefusal(t, publishResult(t, c, "", "app.q", forged), 406, want)
+	// With other properties that make the broker decode them, and in a transaction.
+	expectRefusal(t, publishResult(t, c, "", "app.q", amqp091.Publishing{UserId: "guest", Expiration: "x", Headers: amqp091.Table{"h": "v"}}), 406, want)
+	tx := channelOf(t, c)
+	txClosed := tx.NotifyClose(make(chan *amqp091.Error, 1))
+	must(t, tx.Tx())
+	must(t, tx.Publish("", "app.q", false, false, forged))
+	if tx.TxCommit() == nil {
+		t.Fatal("commit of a forged user-id succeeded")
+	}
+	expectRefusal(t, waitClose(t, txClosed), 406, want)
+	// RabbitMQ's order: a missing exchange is reported first.
+	expectCode(t, publishResult(t, c, "app.nox", "k", forged), 404)
+	// The impersonator tag applies from the next publish on.
+	must(t, ts.AddUser("app", "pw", "impersonator"))
+	must(t, publishResult(t, c, "", "app.q", forged))
+	got, ok, err := channelOf(t, c).Get("app.q", true)
+	must(t, err)
+	if !ok || got.UserId != "app" {
+		t.Fatalf("first message %+v %v", got, ok)
+	}
+}

@@ -1,26 +1,35 @@
 package server
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/warrenmq/warren/amqp"
 )
 
 // prepareMessage decodes and checks a received message's properties once,
-// before it is shared: the expiration, sender-selected distribution (CC and
-// BCC headers, BCC removed) and direct reply-to.
+// before it is shared: the user-id, the expiration, sender-selected
+// distribution (CC and BCC headers, BCC removed) and direct reply-to.
 func (ch *channel) prepareMessage(m *Message) *amqp.Error {
 	m.ttl = -1
 	flags, err := amqp.CheckProperties(m.RawProps)
 	if err != nil {
 		return amqp.NewError(amqp.SyntaxError, methodBasicPublish, "malformed content properties: %v", err)
 	}
-	if flags&(amqp.FlagExpiration|amqp.FlagHeaders|amqp.FlagReplyTo) == 0 {
+	if flags&(amqp.FlagExpiration|amqp.FlagHeaders|amqp.FlagReplyTo|amqp.FlagUserID) == 0 {
 		return nil // nothing to act on: leave the properties undecoded
 	}
 	p, err := m.Properties()
 	if err != nil {
 		return amqp.NewError(amqp.SyntaxError, methodBasicPublish, "malformed content properties: %v", err)
+	}
+	if p.ReplyTo == replyToQueue && ch.replyTo == nil {
+		return amqp.NewError(amqp.PreconditionFailed, methodBasicPublish, "fast reply consumer does not exist")
+	}
+	if p.Flags&amqp.FlagUserID != 0 {
+		if err := ch.conn.srv.users.checkUserID(ch.conn.user.name, p.UserID); err != nil {
+			return err
+		}
 	}
 	if p.Flags&amqp.FlagExpiration != 0 {
 		ttl, perr := parseExpiration(p.Expiration)
@@ -47,9 +56,6 @@ func (ch *channel) prepareMessage(m *Message) *amqp.Error {
 		}
 	}
 	if p.ReplyTo == replyToQueue {
-		if ch.replyTo == nil {
-			return amqp.NewError(amqp.PreconditionFailed, methodBasicPublish, "fast reply consumer does not exist")
-		}
 		p.ReplyTo = replyToPrefix + ch.replyTo.suffix
 		rewrite = true
 	}
@@ -57,6 +63,29 @@ func (ch *channel) prepareMessage(m *Message) *amqp.Error {
 		m.RawProps = p.AppendTo(make([]byte, 0, len(m.RawProps)+32))
 	}
 	return nil
+}
+
+// CheckUserID checks a user-id property of a message user publishes, as
+// basic.publish does: nil, or RabbitMQ's 406.
+func (s *Server) CheckUserID(user, claimed string) *amqp.Error {
+	return s.users.checkUserID(user, claimed)
+}
+
+// checkUserID enforces RabbitMQ's rule for the user-id property: it must
+// name the publishing user unless that user is tagged impersonator (read at
+// publish time, so a tag change applies at once).
+func (u *users) checkUserID(user, claimed string) *amqp.Error {
+	if claimed == user {
+		return nil
+	}
+	u.mu.RLock()
+	a := u.accounts[user]
+	impersonator := a != nil && slices.Contains(a.tags, "impersonator")
+	u.mu.RUnlock()
+	if impersonator {
+		return nil
+	}
+	return amqp.NewError(amqp.PreconditionFailed, methodBasicPublish, "user_id property set to '%s' but authenticated user was '%s'", claimed, user)
 }
 
 func appendKeys(dst []string, keys []any) []string {
