@@ -349,7 +349,8 @@ func (s *Server) putUserLocked(name, hash string, tags []string) (bool, error) {
 	return !exists, nil
 }
 
-// DeleteUser removes a user with its permissions and topic permissions.
+// DeleteUser removes a user with its permissions and topic permissions and,
+// as RabbitMQ, closes its connections with 320 CONNECTION_FORCED.
 func (s *Server) DeleteUser(name string) error {
 	s.admin.mu.Lock()
 	defer s.admin.mu.Unlock()
@@ -360,7 +361,26 @@ func (s *Server) DeleteUser(name string) error {
 	if !found {
 		return fmt.Errorf("%w: %q", ErrNoSuchUser, name)
 	}
+	s.closeUserConnections(name, fmt.Sprintf("user '%s' is deleted", name))
 	return nil
+}
+
+// closeUserConnections force-closes every running connection of a user.
+// A connection still in its handshake needs no closing: it finds the user
+// gone when it opens its vhost.
+func (s *Server) closeUserConnections(user, reason string) {
+	s.mu.RLock()
+	var conns []*conn
+	for _, c := range s.conns {
+		// isRunning orders the read of c.user after the handshake set it.
+		if c.isRunning() && c.user.name == user {
+			conns = append(conns, c)
+		}
+	}
+	s.mu.RUnlock()
+	for _, c := range conns {
+		c.forceClose(amqp.ConnectionForced, reason)
+	}
 }
 
 // PermissionInfo is a user's permission on a vhost.

@@ -226,3 +226,41 @@ func TestUserIDProperty(t *testing.T) {
 		t.Fatalf("first message %+v %v", got, ok)
 	}
 }
+
+// TestDeleteUserClosesConnections checks that deleting a user closes its
+// connections with RabbitMQ's 320, while a password change leaves them
+// open and a permission change applies to the next operation on an open
+// channel (Warren checks every operation; RabbitMQ 3.10 lets a channel
+// reuse a cached success until it goes idle).
+func TestDeleteUserClosesConnections(t *testing.T) {
+	ts, dial := permsUser(t, Permission{".*", ".*", ".*"})
+	c := dial(nil)
+	closed := c.NotifyClose(make(chan *amqp091.Error, 1))
+	ch := channelOf(t, c)
+	mustDeclare(t, ch, "app.q", nil)
+
+	pw := "new"
+	if _, err := ts.PutUser(UserSpec{Name: "app", Password: &pw}); err != nil {
+		t.Fatal(err)
+	}
+	mustDeclare(t, ch, "app.q", nil) // still open after the password change
+
+	must(t, ts.SetPermissions("app", "/", Permission{Configure: "^zzz", Write: ".*", Read: ".*"}))
+	_, err := ch.QueueDeclare("app.q", false, false, false, false, nil)
+	expectRefusal(t, err, 403, "ACCESS_REFUSED - access to queue 'app.q' in vhost '/' refused for user 'app'")
+
+	other := ts.dial(t) // guest's connection is not affected
+	otherClosed := other.NotifyClose(make(chan *amqp091.Error, 1))
+	must(t, ts.DeleteUser("app"))
+	e := waitClose(t, closed)
+	if e.Code != 320 || e.Reason != "CONNECTION_FORCED - user 'app' is deleted" {
+		t.Fatalf("close after delete: %v", e)
+	}
+	_, err = channelOf(t, other).QueueDeclare("", false, true, true, false, nil)
+	must(t, err)
+	select {
+	case e := <-otherClosed:
+		t.Fatalf("guest's connection closed: %v", e)
+	default:
+	}
+}
