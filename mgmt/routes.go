@@ -128,14 +128,19 @@ func (a *API) topologyRoutes(t *routeTable) {
 	t.handle(get, "consumers", authMgmt, a.listConsumers)
 	t.handle(get, "consumers/{vhost}", authMgmt, a.listConsumers)
 
+	// One policy, read or written, is for policymakers and one operator
+	// policy for administrators (RabbitMQ's rabbit_mgmt_wm_policy and
+	// rabbit_mgmt_wm_operator_policy); the lists are open to every user of
+	// the vhost.
 	for _, op := range []struct {
 		path     string
 		operator bool
-	}{{"policies", false}, {"operator-policies", true}} {
+		one      authLevel
+	}{{"policies", false, authPolicymaker}, {"operator-policies", true, authAdmin}} {
 		t.handle(get, op.path, authMgmt, a.listPolicies(op.operator))
 		t.handle(get, op.path+"/{vhost}", authMgmt, a.listPolicies(op.operator))
-		t.handle(get, op.path+"/{vhost}/{name}", authMgmt, a.getPolicy(op.operator))
-		t.handle(put, op.path+"/{vhost}/{name}", authPolicymaker, a.putPolicy(op.operator))
-		t.handle(del, op.path+"/{vhost}/{name}", authPolicymaker, a.deletePolicy(op.operator))
+		t.handle(get, op.path+"/{vhost}/{name}", op.one, a.getPolicy(op.operator))
+		t.handle(put, op.path+"/{vhost}/{name}", op.one, a.putPolicy(op.operator))
+		t.handle(del, op.path+"/{vhost}/{name}", op.one, a.deletePolicy(op.operator))
 	}
 }

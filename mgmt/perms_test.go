@@ -1,0 +1,51 @@
+package mgmt
+
+import (
+	"testing"
+)
+
+// addUser creates a user with password "pw", tags and full permissions on "/".
+func (e *env) addUser(name, tags string) {
+	e.t.Helper()
+	e.must(e.put("/api/users/"+name, map[string]any{"password": "pw", "tags": tags}), 201, "user "+name)
+	e.must(e.put("/api/permissions/%2F/"+name, map[string]any{"configure": ".*", "write": ".*", "read": ".*"}), 201, "permissions of "+name)
+}
+
+// expectBody fails unless r has status and the error body RabbitMQ sends.
+func expectBody(t *testing.T, r *resp, status int, errName, reason string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+	if m := r.object(t); m["error"] != errName || m["reason"] != reason {
+		t.Fatalf("body %s, want error %q reason %q", r.body, errName, reason)
+	}
+}
+
+// TestMgmtOperatorPoliciesNeedAdministrator checks RabbitMQ 3.10's
+// authorisation of policies: one operator policy, read or written, needs
+// administrator (a policymaker gets 401 "Not administrator user"); one
+// policy needs policymaker; the lists need only access to the vhost.
+func TestMgmtOperatorPoliciesNeedAdministrator(t *testing.T) {
+	e := newEnv(t)
+	e.addUser("pm", "policymaker")
+	e.addUser("mg", "management")
+	pm, mg := asUser("pm", "pw"), asUser("mg", "pw")
+	policy := map[string]any{"pattern": "^x", "apply-to": "queues", "definition": map[string]any{"max-length": 10}}
+	e.must(e.put("/api/operator-policies/%2F/op", policy), 201, "operator policy as administrator")
+
+	expectBody(t, e.put("/api/operator-policies/%2F/op2", policy, pm), 401, "not_authorised", "Not administrator user")
+	expectBody(t, e.do("DELETE", "/api/operator-policies/%2F/op", nil, pm), 401, "not_authorised", "Not administrator user")
+	expectBody(t, e.get("/api/operator-policies/%2F/op", pm), 401, "not_authorised", "Not administrator user")
+	e.must(e.get("/api/operator-policies/%2F/op"), 200, "operator policy still there")
+	if n := len(e.must(e.get("/api/operator-policies/%2F", pm), 200, "list as policymaker").array(t)); n != 1 {
+		t.Fatalf("policymaker lists %d operator policies", n)
+	}
+	e.must(e.get("/api/operator-policies", mg), 200, "list as management user")
+
+	e.must(e.put("/api/policies/%2F/p", policy, pm), 201, "policy as policymaker")
+	e.must(e.get("/api/policies/%2F/p", pm), 200, "policy as policymaker")
+	expectBody(t, e.get("/api/policies/%2F/p", mg), 401, "not_authorised", "User not authorised to access object")
+	e.must(e.get("/api/policies/%2F", mg), 200, "policies list as management user")
+	e.must(e.do("DELETE", "/api/policies/%2F/p", nil, pm), 204, "delete policy as policymaker")
+}
