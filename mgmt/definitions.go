@@ -3,7 +3,6 @@ package mgmt
 import (
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -122,15 +121,16 @@ func dropVhost(m map[string]any, perVhost bool) map[string]any {
 	return m
 }
 
-// postDefinitions imports a definitions file sent as JSON or as the "file"
-// field of a multipart form (the web UI's upload). The whole file is
-// validated before anything is applied.
+// postDefinitions imports a definitions file sent as JSON. RabbitMQ also
+// takes the "file" field of a multipart form (its web UI's upload); Warren
+// does not, as a cross-site form can send one (jsonOrNoBody). The whole
+// file is validated before anything is applied.
 func (a *API) postDefinitions(rq *request) error {
 	vhost := rq.param("vhost")
 	if vhost != "" && a.srv.Vhost(vhost) == nil {
 		return errNotFound
 	}
-	raw, err := rq.definitionsBody()
+	raw, err := rq.readBody()
 	if err != nil {
 		return err
 	}
@@ -147,30 +147,6 @@ func (a *API) postDefinitions(rq *request) error {
 	}
 	rq.w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-func (rq *request) definitionsBody() ([]byte, error) {
-	ct, _, _ := mime.ParseMediaType(rq.r.Header.Get("Content-Type"))
-	if ct != "multipart/form-data" {
-		return rq.readBody()
-	}
-	rq.r.Body = http.MaxBytesReader(rq.w, rq.r.Body, rq.a.cfg.MaxBodyBytes)
-	if err := rq.r.ParseMultipartForm(rq.a.cfg.MaxBodyBytes); err != nil {
-		return nil, errBadRequest("malformed multipart upload: " + err.Error())
-	}
-	defer rq.r.MultipartForm.RemoveAll()
-	if f, _, err := rq.r.FormFile("file"); err == nil {
-		defer f.Close()
-		b, err := io.ReadAll(f)
-		if err != nil {
-			return nil, errBadRequest("could not read the uploaded file: " + err.Error())
-		}
-		return b, nil
-	}
-	if v := rq.r.FormValue("file"); v != "" {
-		return []byte(v), nil
-	}
-	return nil, errBadRequest("the upload has no field named file")
 }
 
 // defError names the object of a definitions file that could not be read.

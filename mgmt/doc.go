@@ -43,7 +43,10 @@
 //     could take a message now, not a time average.
 //   - Unpaginated lists are streamed row by row; a paginated page and every
 //     single-object answer are built whole before being written.
-//   - Topic permissions are stored and listed but not enforced over AMQP.
-//   - Vhost metadata, topic permissions, runtime parameters and the cluster
-//     name live in memory only; policies are durable.
+//   - PUT and POST bodies must be declared application/json (else 415), on
+//     every endpoint: RabbitMQ requires it only on some and also takes its
+//     web UI's multipart definitions upload, which a cross-site form could
+//     forge with a browser's cached credentials.
+//   - Vhost metadata, runtime parameters and the cluster name live in
+//     memory only; policies and topic permissions are durable.
 package mgmt

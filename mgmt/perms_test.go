@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"net/http"
 	"testing"
 )
 
@@ -48,4 +49,51 @@ func TestMgmtOperatorPoliciesNeedAdministrator(t *testing.T) {
 	expectBody(t, e.get("/api/policies/%2F/p", mg), 401, "not_authorised", "User not authorised to access object")
 	e.must(e.get("/api/policies/%2F", mg), 200, "policies list as management user")
 	e.must(e.do("DELETE", "/api/policies/%2F/p", nil, pm), 204, "delete policy as policymaker")
+}
+
+// contentType sets the request's Content-Type, or removes it for "".
+func contentType(ct string) reqOpt {
+	return func(r *http.Request) {
+		if ct == "" {
+			r.Header.Del("Content-Type")
+			return
+		}
+		r.Header.Set("Content-Type", ct)
+	}
+}
+
+// TestMgmtStateChangesNeedJSON checks that PUT and POST bodies must be
+// declared application/json: a cross-site form can send text/plain,
+// form-encoded and multipart bodies with a browser's cached credentials.
+// RabbitMQ answers 415 with an empty body (its definitions, limits and
+// operator-policy endpoints; the rest accept any type, Warren does not).
+func TestMgmtStateChangesNeedJSON(t *testing.T) {
+	e := newEnv(t)
+	defs := `{"vhosts":[{"name":"imported"}]}`
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json-patch+json", ""} {
+		for _, rq := range []struct{ method, path, body string }{
+			{"POST", "/api/definitions", defs},
+			{"PUT", "/api/vhosts/v", "{}"},
+			{"PUT", "/api/queues/%2F/q", "{}"},
+			{"POST", "/api/bindings/%2F/e/amq.direct/q/q", `{"routing_key":"k"}`},
+		} {
+			r := e.do(rq.method, rq.path, rq.body, contentType(ct))
+			if r.status != 415 || len(r.body) != 0 {
+				t.Fatalf("%s %s as %q: %d %q, want 415 and no body", rq.method, rq.path, ct, r.status, r.body)
+			}
+		}
+	}
+	e.must(e.get("/api/vhosts/imported"), 404, "vhost of a refused import")
+	e.must(e.get("/api/vhosts/v"), 404, "vhost of a refused PUT")
+	e.must(e.do("POST", "/api/definitions", nil, contentType("")), 415, "POST without body or type")
+
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
+		e.must(e.do("POST", "/api/definitions", defs, contentType(ct)), 204, "import as "+ct)
+	}
+	// A PUT without body or type carries nothing a form could forge
+	// (`curl -X PUT .../api/vhosts/v`, as RabbitMQ's documentation shows).
+	e.must(e.do("PUT", "/api/vhosts/v", nil), 201, "PUT without body")
+	e.must(e.do("DELETE", "/api/vhosts/v", nil), 204, "DELETE without body")
+	// Authentication comes first, as in RabbitMQ.
+	e.must(e.do("POST", "/api/definitions", defs, withHeader("Content-Type", "text/plain"), noAuth()), 401, "unauthenticated")
 }
