@@ -149,6 +149,9 @@ func (a *API) bind(rq *request, destType string) error {
 	if err := rq.permit(vh.Name(), server.AccessRead, source); err != nil {
 		return err
 	}
+	if a.srv.AuthorizeTopic(rq.user.Name, vh.Name(), source, bi.RoutingKey, server.AccessRead) != nil {
+		return errNotAuthorised("Access refused.")
+	}
 	if err := a.srv.Bind(bi); err != nil {
 		return err
 	}
@@ -200,6 +203,9 @@ func (a *API) unbind(rq *request, destType string) error {
 	}
 	if err := rq.permit(vh.Name(), server.AccessRead, b.Source); err != nil {
 		return err
+	}
+	if a.srv.AuthorizeTopic(rq.user.Name, vh.Name(), b.Source, b.RoutingKey, server.AccessRead) != nil {
+		return errNotAuthorised("Access refused.")
 	}
 	if err := a.srv.Unbind(b); err != nil {
 		return err

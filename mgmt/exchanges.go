@@ -213,6 +213,16 @@ func (a *API) publish(rq *request) error {
 	if err := rq.permit(vh.Name(), server.AccessWrite, ex.Name()); err != nil {
 		return err
 	}
+	// RabbitMQ publishes over a channel as the user, so a channel error
+	// comes back as a 400 naming its code.
+	if ae := a.srv.AuthorizeTopic(rq.user.Name, vh.Name(), ex.Name(), p.RoutingKey, server.AccessWrite); ae != nil {
+		return channelError(ae)
+	}
+	if p.Properties.Flags&amqp.FlagUserID != 0 {
+		if ae := a.srv.CheckUserID(rq.user.Name, p.Properties.UserID); ae != nil {
+			return channelError(ae)
+		}
+	}
 	routed, err := a.srv.Publish(vh.Name(), p)
 	if err != nil {
 		return err

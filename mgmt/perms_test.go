@@ -97,3 +97,29 @@ func TestMgmtStateChangesNeedJSON(t *testing.T) {
 	// Authentication comes first, as in RabbitMQ.
 	e.must(e.do("POST", "/api/definitions", defs, withHeader("Content-Type", "text/plain"), noAuth()), 401, "unauthenticated")
 }
+
+// TestMgmtPublishAndBindCheckTopicPermissions checks the API's publish and
+// binding endpoints against topic permissions and the user-id rule, with
+// the answers RabbitMQ 3.10 gives (it acts over a channel as the user).
+func TestMgmtPublishAndBindCheckTopicPermissions(t *testing.T) {
+	e := newEnv(t)
+	e.addUser("app", "management")
+	app := asUser("app", "pw")
+	e.must(e.put("/api/topic-permissions/%2F/app", map[string]any{"exchange": "amq.topic", "write": `^{username}\.`, "read": `^{username}\.`}), 201, "topic permission")
+	e.must(e.put("/api/queues/%2F/q", map[string]any{}), 201, "queue")
+	pub := func(key string, props map[string]any) *resp {
+		return e.do("POST", "/api/exchanges/%2F/amq.topic/publish", map[string]any{"routing_key": key, "payload": "x", "payload_encoding": "string", "properties": props}, app)
+	}
+	e.must(pub("app.a", map[string]any{}), 200, "allowed key")
+	expectBody(t, pub("other", map[string]any{}), 400, "bad_request",
+		"403 ACCESS_REFUSED - access to topic 'other' in exchange 'amq.topic' in vhost '/' refused for user 'app'")
+	expectBody(t, pub("app.a", map[string]any{"user_id": "guest"}), 400, "bad_request",
+		"406 PRECONDITION_FAILED - user_id property set to 'guest' but authenticated user was 'app'")
+	e.must(pub("app.a", map[string]any{"user_id": "app"}), 200, "own user_id")
+
+	e.must(e.do("POST", "/api/bindings/%2F/e/amq.topic/q/q", map[string]any{"routing_key": "app.b"}, app), 201, "allowed binding")
+	expectBody(t, e.do("POST", "/api/bindings/%2F/e/amq.topic/q/q", map[string]any{"routing_key": "other"}, app), 401, "not_authorised", "Access refused.")
+	e.must(e.do("POST", "/api/bindings/%2F/e/amq.topic/q/q", map[string]any{"routing_key": "other"}), 201, "guest has no topic permission")
+	expectBody(t, e.do("DELETE", "/api/bindings/%2F/e/amq.topic/q/q/other", nil, app), 401, "not_authorised", "Access refused.")
+	e.must(e.do("DELETE", "/api/bindings/%2F/e/amq.topic/q/q/app.b", nil, app), 204, "allowed unbinding")
+}

@@ -44,6 +44,12 @@ func errBadRequest(reason string) error {
 	return &httpError{http.StatusBadRequest, errorBody{"bad_request", reason}}
 }
 
+// channelError is RabbitMQ's answer to a channel exception raised by an
+// API call it makes over a channel as the user: 400, the code and the text.
+func channelError(e *amqp.Error) error {
+	return errBadRequest(fmt.Sprintf("%d %s", e.Code, e.ReplyText()))
+}
+
 func errNotAuthorised(reason string) error {
 	return &httpError{http.StatusUnauthorized, errorBody{"not_authorised", reason}}
 }
