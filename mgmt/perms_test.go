@@ -3,6 +3,9 @@ package mgmt
 import (
 	"net/http"
 	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
 // addUser creates a user with password "pw", tags and full permissions on "/".
@@ -122,4 +125,26 @@ func TestMgmtPublishAndBindCheckTopicPermissions(t *testing.T) {
 	e.must(e.do("POST", "/api/bindings/%2F/e/amq.topic/q/q", map[string]any{"routing_key": "other"}), 201, "guest has no topic permission")
 	expectBody(t, e.do("DELETE", "/api/bindings/%2F/e/amq.topic/q/q/other", nil, app), 401, "not_authorised", "Access refused.")
 	e.must(e.do("DELETE", "/api/bindings/%2F/e/amq.topic/q/q/app.b", nil, app), 204, "allowed unbinding")
+}
+
+// TestMgmtDeleteUserClosesConnections checks DELETE /api/users/{user}
+// closes the user's AMQP connections with RabbitMQ's 320.
+func TestMgmtDeleteUserClosesConnections(t *testing.T) {
+	e := newEnv(t)
+	e.addUser("gone", "")
+	conn, err := amqp091.Dial("amqp://gone:pw@" + e.srv.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	e.must(e.do("DELETE", "/api/users/gone", nil), 204, "delete user")
+	select {
+	case ae := <-closed:
+		if ae == nil || ae.Code != 320 || ae.Reason != "CONNECTION_FORCED - user 'gone' is deleted" {
+			t.Fatalf("close: %v", ae)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection of a deleted user still open after 5s")
+	}
 }
