@@ -123,6 +123,9 @@ func TestAdminDeleteVhostRemovesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, ts.SetPermissions("guest", "v", Permission{".*", ".*", ".*"}))
+	if _, err := ts.SetTopicPermission(TopicPermission{User: "guest", Vhost: "v", Exchange: "amq.topic", Write: "^w"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ts.DeclareQueue("v", QueueSpec{Name: "dq", Durable: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +153,9 @@ func TestAdminDeleteVhostRemovesEverything(t *testing.T) {
 	if err := ts.DeleteVhost("v"); !errors.Is(err, ErrNoSuchVhost) {
 		t.Errorf("second delete: %v", err)
 	}
+	if tps := ts.TopicPermissions(); len(tps) != 0 {
+		t.Errorf("topic permissions on the deleted vhost survived: %+v", tps)
+	}
 	must(t, ts.Close())
 	ts2 := startServer(t, withDataDir(dir))
 	if ts2.Vhost("v") != nil {
@@ -159,6 +165,9 @@ func TestAdminDeleteVhostRemovesEverything(t *testing.T) {
 		if p.Vhost == "v" {
 			t.Errorf("permission on the deleted vhost survived: %+v", p)
 		}
+	}
+	if tps := ts2.TopicPermissions(); len(tps) != 0 {
+		t.Errorf("topic permissions on the deleted vhost came back: %+v", tps)
 	}
 	if _, err := ts2.PutVhost("v", VhostMeta{}); err != nil {
 		t.Fatal(err)
