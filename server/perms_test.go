@@ -188,6 +188,9 @@ func TestServerNamedQueueNeedsConfigure(t *testing.T) {
 	if e := err.(*amqp091.Error); !want.MatchString(e.Reason) {
 		t.Fatalf("reason %q", e.Reason)
 	}
+	// RabbitMQ refuses a server-named stream before checking permissions.
+	_, err = channelOf(t, c).QueueDeclare("", true, false, false, false, amqp091.Table{"x-queue-type": "stream"})
+	expectRefusal(t, err, 406, "PRECONDITION_FAILED - Cannot declare a server-named queue for type rabbit_stream_queue")
 	q, err := channelOf(t, c).QueueDeclare("app.named", false, true, true, false, nil)
 	must(t, err)
 	if q.Name != "app.named" {
