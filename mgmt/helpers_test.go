@@ -53,6 +53,7 @@ func newEnv(t testing.TB, mutate ...func(*server.Config, *Config)) *env {
 	scfg.DataDir = t.TempDir()
 	scfg.MemoryHighWatermark = 0
 	scfg.Logger = testLogger()
+	scfg.LoginFailureDelay = 10 * time.Millisecond // not RabbitMQ's 3 s for the refused logins tests make
 	cfg := DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.NodeName = testNode

@@ -109,6 +109,17 @@ type Config struct {
 	// in this time. Default 10 s.
 	HandshakeTimeout time.Duration
 
+	// LoginFailureDelay is how long a connection whose login failed, or whose
+	// handshake broke the protocol before connection.open, is held before it is
+	// answered and closed, so that passwords cannot be tried at network speed.
+	// Default 3 s, RabbitMQ's delay before it closes such a connection.
+	LoginFailureDelay time.Duration
+
+	// LoginFailureLogInterval limits the log to one line per peer address and
+	// user name per interval for failed logins (and per peer for broken
+	// handshakes); the next line counts those left out. Default 1 minute.
+	LoginFailureLogInterval time.Duration
+
 	// MaxMessageSize is the largest message body accepted; a larger publish
 	// closes the channel with 406 PRECONDITION_FAILED. Default 128 MiB.
 	MaxMessageSize uint64
@@ -215,6 +226,9 @@ func DefaultConfig() Config {
 		QueueHeadBytes:       8 << 20,
 		Logger:               slog.Default(),
 		ProductVersion:       "dev",
+
+		LoginFailureDelay:       3 * time.Second,
+		LoginFailureLogInterval: time.Minute,
 	}
 }
 
@@ -238,6 +252,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HandshakeTimeout <= 0 {
 		errs = append(errs, errors.New("HandshakeTimeout must be positive"))
+	}
+	if c.LoginFailureDelay < 0 || c.LoginFailureLogInterval < 0 {
+		errs = append(errs, errors.New("LoginFailureDelay and LoginFailureLogInterval must not be negative"))
 	}
 	if c.MaxMessageSize == 0 || c.MaxMessageSize > 512<<20 {
 		errs = append(errs, fmt.Errorf("MaxMessageSize %d out of range 1..512 MiB", c.MaxMessageSize))

@@ -37,6 +37,8 @@ type conn struct {
 	heartbeat   time.Duration
 	clientCaps  amqp.Table
 	clientProps amqp.Table
+	// phase tracks the handshake (handshake.go).
+	phase handshakePhase
 	// peerCN is the subject CN of a verified TLS client certificate, and
 	// externalOK whether EXTERNAL is offered (tls.go).
 	peerCN     string
@@ -124,7 +126,7 @@ func (c *conn) serve() {
 	defer c.srv.unregisterConn(c)
 	defer c.releaseVhostSlot()
 	if err := c.handshake(); err != nil {
-		if !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !c.forced() {
+		if !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, errHandshakeRefused) && !c.forced() {
 			c.log.Info("handshake failed", "err", err)
 		}
 		return

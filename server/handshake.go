@@ -43,23 +43,10 @@ func (c *conn) handshake() error {
 		_, err := c.nc.Write(amqp.ProtocolHeader)
 		return errors.Join(fmt.Errorf("%w: % x", amqp.ErrBadHeader, hdr), err)
 	}
-	start := &amqp.ConnectionStart{
-		VersionMajor: 0, VersionMinor: 9,
-		ServerProperties: amqp.Table{
-			"product":      "Warren",
-			"version":      cfg.ProductVersion,
-			"platform":     "Go",
-			"copyright":    "Warren authors",
-			"information":  "AMQP 0-9-1 broker; RabbitMQ-compatible",
-			"cluster_name": "warren",
-			"capabilities": serverCapabilities,
-		},
-		Mechanisms: c.mechanisms(),
-		Locales:    []byte("en_US"),
-	}
-	if err := c.writeDirect(start); err != nil {
+	if err := c.writeDirect(c.startMethod()); err != nil {
 		return err
 	}
+	c.phase = phaseStarting
 	startOk := new(amqp.ConnectionStartOk)
 	if err := c.expect(startOk); err != nil {
 		return err
@@ -75,6 +62,7 @@ func (c *conn) handshake() error {
 	if err := c.writeDirect(tune); err != nil {
 		return err
 	}
+	c.phase = phaseTuning
 	tuneOk := new(amqp.ConnectionTuneOk)
 	if err := c.expect(tuneOk); err != nil {
 		return err
@@ -82,6 +70,7 @@ func (c *conn) handshake() error {
 	if err := c.negotiate(tuneOk); err != nil {
 		return err
 	}
+	c.phase = phaseOpening
 	open := new(amqp.ConnectionOpen)
 	if err := c.expect(open); err != nil {
 		return err
@@ -102,24 +91,79 @@ func (c *conn) handshake() error {
 	return c.nc.SetDeadline(time.Time{})
 }
 
-// negotiate applies the client's tune-ok: lower non-zero values win.
+// startMethod is the server's connection.start.
+func (c *conn) startMethod() *amqp.ConnectionStart {
+	return &amqp.ConnectionStart{
+		VersionMajor: 0, VersionMinor: 9,
+		ServerProperties: amqp.Table{
+			"product":      "Warren",
+			"version":      c.srv.cfg.ProductVersion,
+			"platform":     "Go",
+			"copyright":    "Warren authors",
+			"information":  "AMQP 0-9-1 broker; RabbitMQ-compatible",
+			"cluster_name": "warren",
+			"capabilities": serverCapabilities,
+		},
+		Mechanisms: c.mechanisms(),
+		Locales:    []byte("en_US"),
+	}
+}
+
+// handshakePhase is where the handshake stands, named as RabbitMQ's reader
+// names its connection states.
+type handshakePhase uint8
+
+const (
+	phaseStarting handshakePhase = iota // start sent, awaiting start-ok
+	phaseTuning                         // tune sent, awaiting tune-ok
+	phaseOpening                        // tune-ok accepted, awaiting open
+)
+
+func (p handshakePhase) String() string {
+	return [...]string{"starting", "tuning", "opening"}[p]
+}
+
+// fail ends the handshake for e as RabbitMQ 3.10 does: before tune-ok is
+// accepted the socket is closed without a word after LoginFailureDelay; once
+// the client waits for open-ok it gets connection.close.
+func (c *conn) fail(e *amqp.Error) error {
+	if c.phase == phaseOpening {
+		return c.refuse(e)
+	}
+	return c.dropHandshake(e)
+}
+
+// negotiate applies the client's tune-ok. As in RabbitMQ
+// (validate_negotiated_integer_value), a value below the minimum, above the
+// server's, or 0 ("no limit") where the server has one is refused.
 func (c *conn) negotiate(t *amqp.ConnectionTuneOk) error {
 	cfg := &c.srv.cfg
-	c.channelMax = cfg.ChannelMax
-	if t.ChannelMax != 0 && t.ChannelMax < c.channelMax {
-		c.channelMax = t.ChannelMax
+	if e := checkTuned("frame_max", t.FrameMax, amqp.FrameMinSize, cfg.FrameMax); e != nil {
+		return c.fail(e)
 	}
-	c.frameMax = cfg.FrameMax
-	if t.FrameMax != 0 {
-		if t.FrameMax < amqp.FrameMinSize {
-			return c.refuse(amqp.NewError(amqp.NotAllowed, t.ID(), "frame_max=%d < %d min size", t.FrameMax, amqp.FrameMinSize))
-		}
-		if t.FrameMax > cfg.FrameMax {
-			return c.refuse(amqp.NewError(amqp.NotAllowed, t.ID(), "frame_max=%d > %d max size", t.FrameMax, cfg.FrameMax))
-		}
-		c.frameMax = t.FrameMax
+	if e := checkTuned("channel_max", uint32(t.ChannelMax), 1, uint32(cfg.ChannelMax)); e != nil {
+		return c.fail(e)
 	}
+	c.frameMax = t.FrameMax
+	c.channelMax = t.ChannelMax
 	c.heartbeat = time.Duration(t.Heartbeat) * time.Second
+	return nil
+}
+
+// checkTuned checks one tune-ok value against the minimum and the server's
+// limit (0: none), in RabbitMQ's words.
+func checkTuned(field string, client, least, server uint32) *amqp.Error {
+	tune := (&amqp.ConnectionTune{}).ID()
+	if client != 0 && client < least {
+		return amqp.NewError(amqp.NotAllowed, tune, "negotiated %s = %d is lower than the minimum allowed value (%d)", field, client, least)
+	}
+	if server != 0 && (client == 0 || client > server) {
+		detail := ""
+		if client == 0 && field == "channel_max" { // RabbitMQ's get_client_value_detail/2
+			detail = " (no limit)"
+		}
+		return amqp.NewError(amqp.NotAllowed, tune, "negotiated %s = %d%s is higher than the maximum allowed value (%d)", field, client, detail, server)
+	}
 	return nil
 }
 
@@ -134,20 +178,17 @@ func (c *conn) authenticate(so *amqp.ConnectionStartOk) error {
 	case "EXTERNAL":
 		return c.authenticateExternal(so)
 	default:
-		return c.refuse(amqp.NewError(amqp.CommandInvalid, so.ID(), "unknown authentication mechanism '%s'", so.Mechanism))
+		return c.fail(amqp.NewError(amqp.CommandInvalid, so.ID(), "unknown authentication mechanism '%s'", so.Mechanism))
 	}
 	if !ok {
-		return c.refuse(amqp.NewError(amqp.SyntaxError, so.ID(), "malformed %s response", so.Mechanism))
+		return c.fail(amqp.NewError(amqp.SyntaxError, so.ID(), "malformed %s response", so.Mechanism))
 	}
 	acct, ok := c.srv.users.authenticate(user, pass)
 	if !ok {
-		c.log.Warn("login refused", "user", user, "mechanism", so.Mechanism)
-		return c.refuse(amqp.NewError(amqp.AccessRefused, so.ID(),
-			"Login was refused using authentication mechanism %s. For details see the broker logfile.", so.Mechanism))
+		return c.loginRefused(so.Mechanism, user, "invalid credentials")
 	}
 	if acct.loopbackOnly && !isLoopback(c.nc.RemoteAddr()) {
-		c.log.Warn("login refused: user may only connect via localhost", "user", user)
-		return c.refuse(amqp.NewError(amqp.AccessRefused, so.ID(), "User '%s' can only connect via localhost", user))
+		return c.loginRefused(so.Mechanism, user, "user can only connect via localhost")
 	}
 	c.user = acct
 	return nil
@@ -173,36 +214,55 @@ func (c *conn) openVhost(name string) error {
 // moment to answer close-ok before the socket is dropped.
 func (c *conn) refuse(e *amqp.Error) error {
 	c.log.Info("refusing connection", "reason", e.ReplyText())
+	return errors.Join(e, c.sendRefusal(e))
+}
+
+// sendRefusal writes connection.close for e and waits up to a second for
+// close-ok.
+func (c *conn) sendRefusal(e *amqp.Error) error {
+	if err := c.nc.SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
+		return err
+	}
 	werr := c.writeDirect(&amqp.ConnectionClose{ReplyCode: e.Code, ReplyText: e.ReplyText(), ClassID: e.ClassID, MethodID: e.MethodID})
 	if werr == nil {
-		_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
-		_, _ = c.readFrame() // close-ok, or nothing: either way we are done
+		c.handshakeDeadline = time.Now().Add(time.Second) // readFrame's deadline
+		_, _ = c.readFrame()                              // close-ok, or nothing: either way we are done
 	}
-	return errors.Join(e, werr)
+	return werr
 }
 
 // expect reads the next frame and decodes it into m, which must be the method
-// the handshake is waiting for.
+// the handshake is waiting for. Heartbeats are skipped, as RabbitMQ does
+// before the connection is open.
 func (c *conn) expect(m amqp.Method) error {
-	f, err := c.readFrame()
-	if err != nil {
-		return err
+	for {
+		f, err := c.readFrame()
+		if err != nil {
+			return err
+		}
+		if f.Type == amqp.TypeHeartbeat && f.Channel == 0 {
+			continue
+		}
+		if f.Type != amqp.TypeMethod || f.Channel != 0 {
+			return c.fail(amqp.NewError(amqp.UnexpectedFrame, 0, "expected %s, got a frame of type %d on channel %d", m.Name(), f.Type, f.Channel))
+		}
+		return c.decodeExpected(f.Payload, m)
 	}
-	if f.Type != amqp.TypeMethod || f.Channel != 0 {
-		return c.refuse(amqp.NewError(amqp.UnexpectedFrame, 0, "expected %s, got a frame of type %d on channel %d", m.Name(), f.Type, f.Channel))
-	}
-	id, err := amqp.MethodID(f.Payload)
+}
+
+func (c *conn) decodeExpected(payload []byte, m amqp.Method) error {
+	id, err := amqp.MethodID(payload)
 	if err != nil {
-		return c.refuse(amqp.NewError(amqp.FrameError, 0, "%v", err))
+		return c.fail(amqp.NewError(amqp.FrameError, 0, "%v", err))
 	}
 	if id == (&amqp.ConnectionClose{}).ID() {
 		return errClosed
 	}
 	if id != m.ID() {
-		return c.refuse(amqp.NewError(amqp.CommandInvalid, id, "expected %s, got %s", m.Name(), amqp.MethodName(id)))
+		return c.fail(amqp.NewError(amqp.ChannelError, id, "unexpected method in connection state %s", c.phase))
 	}
-	if err := m.Decode(f.Payload[4:]); err != nil {
-		return c.refuse(amqp.NewError(amqp.SyntaxError, id, "malformed %s: %v", m.Name(), err))
+	if err := m.Decode(payload[4:]); err != nil {
+		return c.fail(amqp.NewError(amqp.SyntaxError, id, "malformed %s: %v", m.Name(), err))
 	}
 	return nil
 }

@@ -41,6 +41,9 @@ func startServer(t testing.TB, mutate ...func(*Config)) *testServer {
 	cfg.DataDir = t.TempDir()
 	cfg.MemoryHighWatermark = 0
 	cfg.DiskFreeLimit = 0 // the test machine's free space must not block publishers
+	// Refused logins are held for RabbitMQ's 3 s by default; tests of other
+	// things need not wait (handshake_test.go measures the delay).
+	cfg.LoginFailureDelay = 10 * time.Millisecond
 	level := slog.LevelWarn
 	if os.Getenv("WARREN_TEST_DEBUG") != "" {
 		level = slog.LevelDebug
@@ -328,6 +331,23 @@ func (rc *rawClient) expectEOF() {
 		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
 			return
 		}
+		rc.t.Fatalf("expected the server to close the connection, got %v", err)
+	}
+}
+
+// expectSilentClose waits for the server to close the socket without sending
+// a single byte, as RabbitMQ's reader does when a handshake breaks the protocol.
+func (rc *rawClient) expectSilentClose() {
+	rc.t.Helper()
+	if err := rc.nc.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		rc.t.Fatal(err)
+	}
+	got := make([]byte, 64)
+	n, err := io.ReadAtLeast(rc.r, got, 1)
+	if n > 0 {
+		rc.t.Fatalf("server sent % x before closing", got[:n])
+	}
+	if !errors.Is(err, io.EOF) && !isReset(err) {
 		rc.t.Fatalf("expected the server to close the connection, got %v", err)
 	}
 }

@@ -172,9 +172,9 @@ func TestRawAuthFailureAndVhostRefusal(t *testing.T) {
 	rc := dialRaw(t, ts.addr)
 	rc.write(amqp.ProtocolHeader)
 	rc.expectMethod(&amqp.ConnectionStart{})
-	rc.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00wrong")})
+	rc.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00wrong"), ClientProperties: failureCloseCaps})
 	cl := rc.expectConnectionClose(amqp.AccessRefused)
-	if !strings.Contains(cl.ReplyText, "Login was refused using authentication mechanism PLAIN") {
+	if cl.ReplyText != "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile." {
 		t.Fatalf("reply text %q", cl.ReplyText)
 	}
 

@@ -50,6 +50,9 @@ type Server struct {
 	limitsMu       sync.Mutex
 	vhostConns     map[*Vhost]int
 
+	// failures rate-limits the log of failed logins (loginfail.go).
+	failures *failureLog
+
 	watermark atomic.Uint64
 	diskLimit atomic.Uint64
 	coarse    atomic.Int64 // unix ms, refreshed by tickClock
@@ -66,7 +69,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, quit: make(chan struct{}),
 		vhosts: make(map[string]*Vhost), conns: make(map[uint64]*conn), users: newUsers(),
-		vhostConns: make(map[*Vhost]int),
+		vhostConns: make(map[*Vhost]int), failures: newFailureLog(cfg.LoginFailureLogInterval),
 	}
 	if err := s.loadTLS(); err != nil {
 		return nil, err

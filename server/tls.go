@@ -173,17 +173,14 @@ func (c *conn) mechanisms() []byte {
 // user must exist; no password is checked.
 func (c *conn) authenticateExternal(so *amqp.ConnectionStartOk) error {
 	if !c.externalOK {
-		return c.refuse(amqp.NewError(amqp.CommandInvalid, so.ID(), "unknown authentication mechanism '%s'", so.Mechanism))
+		return c.fail(amqp.NewError(amqp.CommandInvalid, so.ID(), "unknown authentication mechanism '%s'", so.Mechanism))
 	}
 	acct := c.srv.users.get(c.peerCN)
 	if acct == nil {
-		c.log.Warn("login refused: no user for certificate", "user", c.peerCN, "mechanism", so.Mechanism)
-		return c.refuse(amqp.NewError(amqp.AccessRefused, so.ID(),
-			"Login was refused using authentication mechanism %s. For details see the broker logfile.", so.Mechanism))
+		return c.loginRefused(so.Mechanism, c.peerCN, "no user for the certificate's subject CN")
 	}
 	if acct.loopbackOnly && !isLoopback(c.nc.RemoteAddr()) {
-		c.log.Warn("login refused: user may only connect via localhost", "user", c.peerCN)
-		return c.refuse(amqp.NewError(amqp.AccessRefused, so.ID(), "User '%s' can only connect via localhost", c.peerCN))
+		return c.loginRefused(so.Mechanism, c.peerCN, "user can only connect via localhost")
 	}
 	c.user = acct
 	return nil

@@ -179,7 +179,7 @@ func TestExternalRefused(t *testing.T) {
 		t.Fatalf("plain listener offers %q", start.Mechanisms)
 	}
 	rc.send(0, &amqp.ConnectionStartOk{Mechanism: "EXTERNAL", Locale: "en_US"})
-	rc.expectConnectionClose(amqp.CommandInvalid)
+	rc.expectSilentClose() // as RabbitMQ answers a mechanism it does not offer
 	if n := len(ts.Connections()); n != 0 {
 		t.Fatalf("%d connections after refused logins", n)
 	}

@@ -45,6 +45,8 @@ var settings = []setting{
 	{"channel-max", 2047, "highest channel number a client may open"},
 	{"heartbeat", 60 * time.Second, "heartbeat interval proposed to clients (0 disables)"},
 	{"handshake-timeout", 10 * time.Second, "drop connections that do not finish the handshake in this time"},
+	{"login-failure-delay", 3 * time.Second, "hold a connection whose login failed (or whose handshake broke the protocol) this long before refusing it"},
+	{"login-failure-log-interval", time.Minute, "log failed logins at most once per peer and user in this interval, counting the rest"},
 	{"max-message-size", 128 << 20, "largest message body accepted, in bytes"},
 	{"memory-high-watermark", 0.4, "block publishers above this fraction of RAM (<= 1.0) or number of bytes (> 1.0); 0 disables"},
 	{"disk-free-limit", 1 << 30, "block publishers while the data directory's file system has fewer free bytes (0 disables)"},
@@ -147,6 +149,8 @@ func toServerConfig(v *viper.Viper) (server.Config, error) {
 	}
 	cfg.Heartbeat = v.GetDuration("heartbeat")
 	cfg.HandshakeTimeout = v.GetDuration("handshake-timeout")
+	cfg.LoginFailureDelay = v.GetDuration("login-failure-delay")
+	cfg.LoginFailureLogInterval = v.GetDuration("login-failure-log-interval")
 	cfg.MaxMessageSize = v.GetUint64("max-message-size")
 	cfg.DefaultVhost = v.GetString("default-vhost")
 	cfg.DefaultUser = v.GetString("default-user")
