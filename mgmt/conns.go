@@ -10,7 +10,6 @@ import (
 
 // Connection and channel constants RabbitMQ clients compare exactly.
 const (
-	protocolName     = "AMQP 0-9-1"
 	forcedCloseText  = "Closed via management plugin"
 	reasonHeaderName = "X-Reason"
 )
@@ -20,7 +19,7 @@ func (a *API) connectionJSON(c server.ConnDetail, q sampleQuery) map[string]any 
 	peerHost, peerPort := server.SplitHostPort(c.Peer)
 	d := a.stats.connDetails(c.ID, q)
 	m := map[string]any{
-		"name": c.Name, "node": a.cfg.NodeName, "type": "network", "state": "running", "protocol": protocolName,
+		"name": c.Name, "node": a.cfg.NodeName, "type": "network", "state": "running", "protocol": c.Protocol,
 		"user": c.User, "user_who_performed_action": c.User, "vhost": c.Vhost,
 		"host": host, "port": port, "peer_host": peerHost, "peer_port": peerPort,
 		"ssl": false, "ssl_protocol": nil, "ssl_key_exchange": nil, "ssl_cipher": nil, "ssl_hash": nil,

@@ -37,8 +37,10 @@ type conn struct {
 	heartbeat   time.Duration
 	clientCaps  amqp.Table
 	clientProps amqp.Table
-	// phase tracks the handshake (handshake.go).
-	phase handshakePhase
+	// dialect is the framing fixed by the protocol header; phase tracks the
+	// handshake (handshake.go).
+	dialect amqp.Dialect
+	phase   handshakePhase
 	// peerCN is the subject CN of a verified TLS client certificate, and
 	// externalOK whether EXTERNAL is offered (tls.go).
 	peerCN     string
@@ -95,6 +97,9 @@ type ConnInfo struct {
 	ChannelMax       uint16
 	Heartbeat        time.Duration
 	ClientProperties amqp.Table
+	// Protocol names the connection's dialect as RabbitMQ's management API
+	// does: "AMQP 0-9-1" (also for the 0-9 header) or "AMQP 0-8".
+	Protocol         string
 	ConnectedAt      time.Time
 	RecvOct, SendOct uint64
 	// TLS describes the session of an AMQPS connection; nil on plain TCP.
@@ -373,7 +378,7 @@ func (c *conn) hardClose(e *amqp.Error) error {
 	c.closing = true
 	c.log.Info("closing connection", "code", e.Code, "reason", e.ReplyText())
 	c.endBatch()
-	c.out.sendMethod(0, &amqp.ConnectionClose{ReplyCode: e.Code, ReplyText: e.ReplyText(), ClassID: e.ClassID, MethodID: e.MethodID})
+	c.out.sendMethod(0, c.wire(&amqp.ConnectionClose{ReplyCode: e.Code, ReplyText: e.ReplyText(), ClassID: e.ClassID, MethodID: e.MethodID}))
 	c.closeDeadline = time.Now().Add(3 * time.Second)
 	return nil
 }
@@ -399,6 +404,13 @@ func (c *conn) handleFrameSafely(f amqp.Frame) (err error) {
 
 // handleFrame dispatches one frame.
 func (c *conn) handleFrame(f amqp.Frame) error {
+	if c.dialect == amqp.Dialect08 && f.Type == amqp.TypeMethod {
+		var ok bool
+		if f.Payload, ok = amqp.From08(f.Payload); !ok {
+			id, _ := amqp.MethodID(f.Payload)
+			return amqp.NewError(amqp.ChannelError, id, "unexpected method in connection state running")
+		}
+	}
 	if c.closing {
 		if f.Type == amqp.TypeMethod && f.Channel == 0 {
 			if id, _ := amqp.MethodID(f.Payload); id == (&amqp.ConnectionCloseOk{}).ID() {
@@ -449,7 +461,7 @@ func (c *conn) openChannel(f amqp.Frame) error {
 	ch := newChannel(c, f.Channel)
 	c.channels[f.Channel] = ch
 	c.srv.admin.track(ch)
-	c.out.sendMethod(f.Channel, &amqp.ChannelOpenOk{})
+	c.out.sendMethod(f.Channel, c.wire(&amqp.ChannelOpenOk{}))
 	return nil
 }
 
@@ -462,7 +474,7 @@ func (c *conn) handleConnectionMethod(payload []byte) error {
 	case *amqp.ConnectionClose:
 		c.log.Debug("client closed connection", "code", m.ReplyCode, "text", m.ReplyText)
 		c.cleanup()
-		c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
+		c.out.sendMethod(0, c.wire(&amqp.ConnectionCloseOk{}))
 		return errClosed
 	case *amqp.ConnectionCloseOk:
 		return errClosed
@@ -476,6 +488,15 @@ func (c *conn) handleConnectionMethod(payload []byte) error {
 		return nil
 	}
 	return amqp.NewError(amqp.CommandInvalid, m.ID(), "unexpected method %s on channel 0", m.Name())
+}
+
+// wire returns m as the connection's dialect encodes it: for AMQP 0-8 a few
+// connection-level methods differ (amqp.As08), and nothing else does.
+func (c *conn) wire(m amqp.Method) amqp.Method {
+	if c.dialect == amqp.Dialect08 {
+		return amqp.As08(m)
+	}
+	return m
 }
 
 // methodDecodeError turns a method decoding failure into the right exception.
@@ -575,7 +596,8 @@ func (c *conn) waitAlarm() error {
 	if cleared == nil {
 		return nil
 	}
-	notify := c.supportsCap("connection.blocked")
+	// AMQP 0-8 has no connection.blocked: its 10.60 is connection.close.
+	notify := c.supportsCap("connection.blocked") && c.dialect != amqp.Dialect08
 	if notify {
 		c.out.sendMethod(0, &amqp.ConnectionBlocked{Reason: c.srv.alarms.reason()})
 	}
@@ -604,7 +626,7 @@ func (c *conn) Info() ConnInfo {
 	info := ConnInfo{
 		ID: c.id, Name: c.name, Peer: c.nc.RemoteAddr().String(), Local: c.nc.LocalAddr().String(),
 		FrameMax: c.frameMax, ChannelMax: c.channelMax, Heartbeat: c.heartbeat,
-		ClientProperties: c.clientProps, ConnectedAt: c.opened,
+		ClientProperties: c.clientProps, ConnectedAt: c.opened, Protocol: c.dialect.String(),
 		RecvOct: c.stats.recvOct.value(), SendOct: c.stats.sendOct.value(),
 		TLS: c.tlsInfo,
 	}

@@ -38,11 +38,13 @@ func (c *conn) handshake() error {
 	if _, err := io.ReadFull(c.nc, hdr[:]); err != nil {
 		return fmt.Errorf("reading protocol header: %w", err)
 	}
-	if string(hdr[:]) != string(amqp.ProtocolHeader) {
+	dialect, ok := amqp.HeaderDialect(hdr[:])
+	if !ok {
 		// Tell the client which protocol we speak, then close (AMQP 0-9-1 §4.2.2).
 		_, err := c.nc.Write(amqp.ProtocolHeader)
 		return errors.Join(fmt.Errorf("%w: % x", amqp.ErrBadHeader, hdr), err)
 	}
+	c.dialect = dialect
 	if err := c.writeDirect(c.startMethod()); err != nil {
 		return err
 	}
@@ -91,10 +93,16 @@ func (c *conn) handshake() error {
 	return c.nc.SetDeadline(time.Time{})
 }
 
-// startMethod is the server's connection.start.
+// startMethod is the connection.start of the connection's dialect. Like
+// RabbitMQ, Warren announces no capabilities to AMQP 0-8 clients.
 func (c *conn) startMethod() *amqp.ConnectionStart {
+	caps := serverCapabilities
+	if c.dialect == amqp.Dialect08 {
+		caps = amqp.Table{}
+	}
+	major, minor := c.dialect.StartVersion()
 	return &amqp.ConnectionStart{
-		VersionMajor: 0, VersionMinor: 9,
+		VersionMajor: major, VersionMinor: minor,
 		ServerProperties: amqp.Table{
 			"product":      "Warren",
 			"version":      c.srv.cfg.ProductVersion,
@@ -102,7 +110,7 @@ func (c *conn) startMethod() *amqp.ConnectionStart {
 			"copyright":    "Warren authors",
 			"information":  "AMQP 0-9-1 broker; RabbitMQ-compatible",
 			"cluster_name": "warren",
-			"capabilities": serverCapabilities,
+			"capabilities": caps,
 		},
 		Mechanisms: c.mechanisms(),
 		Locales:    []byte("en_US"),
@@ -251,6 +259,13 @@ func (c *conn) expect(m amqp.Method) error {
 }
 
 func (c *conn) decodeExpected(payload []byte, m amqp.Method) error {
+	if c.dialect == amqp.Dialect08 {
+		var ok bool
+		if payload, ok = amqp.From08(payload); !ok {
+			id, _ := amqp.MethodID(payload)
+			return c.fail(amqp.NewError(amqp.ChannelError, id, "unexpected method in connection state %s", c.phase))
+		}
+	}
 	id, err := amqp.MethodID(payload)
 	if err != nil {
 		return c.fail(amqp.NewError(amqp.FrameError, 0, "%v", err))
@@ -268,7 +283,7 @@ func (c *conn) decodeExpected(payload []byte, m amqp.Method) error {
 }
 
 func (c *conn) writeDirect(m amqp.Method) error {
-	b := amqp.AppendMethodFrame(nil, 0, m)
+	b := amqp.AppendMethodFrame(nil, 0, c.wire(m))
 	_, err := c.nc.Write(b)
 	c.stats.sendOct.add(len(b))
 	return err

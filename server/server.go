@@ -302,7 +302,7 @@ func (c *conn) forceClose(code uint16, text string) {
 	}
 	c.stateMu.Unlock()
 	e := amqp.NewError(code, 0, "%s", text)
-	c.out.sendMethod(0, &amqp.ConnectionClose{ReplyCode: code, ReplyText: e.ReplyText()})
+	c.out.sendMethod(0, c.wire(&amqp.ConnectionClose{ReplyCode: code, ReplyText: e.ReplyText()}))
 	c.closeAfterFlush.Store(true)
 	c.out.signal()
 }
