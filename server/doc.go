@@ -33,7 +33,8 @@
 //
 // Caveats:
 //   - MaxConnections counts sockets still in their handshake too, so a flood
-//     of idle sockets can hold every slot for up to HandshakeTimeout.
+//     of idle sockets can hold every slot for up to HandshakeTimeout, and a
+//     refused login holds its slot for LoginFailureDelay.
 //   - TLS certificates are read once at New; replacing them needs a restart.
 //   - Queues hold messages in memory; persistence, paging and durable
 //     definitions arrive with the msgstore and queueindex integration.
