@@ -170,10 +170,13 @@ func TestRawAMQP08(t *testing.T) {
 	t.Run("10.50 is no client method in 0-8", func(t *testing.T) {
 		rc := dialRaw(t, ts.addr)
 		rc.open08(amqp.ProtocolHeader08)
-		rc.send(0, &amqp.ConnectionClose{ReplyCode: 200}) // 0-9-1's close id: 0-8's connection.redirect
+		// connection.redirect, host "h", no known hosts: RabbitMQ 3.10 answers
+		// exactly this 504.
+		rc.sendRaw(0, []byte{0, 10, 0, 50, 1, 'h', 0})
 		cl := &amqp.ConnectionClose{}
 		rc.expectRaw(id08Close, cl)
-		if cl.ReplyCode != amqp.ChannelError || cl.ReplyText != "CHANNEL_ERROR - unexpected method in connection state running" {
+		if cl.ReplyCode != amqp.ChannelError || cl.ReplyText != "CHANNEL_ERROR - unexpected method in connection state running" ||
+			cl.ClassID != 10 || cl.MethodID != 50 {
 			t.Fatalf("connection.close %+v", cl)
 		}
 	})
