@@ -14,7 +14,8 @@
 # its management port, -P its server-properties product (default RabbitMQ),
 # and RABBITMQ_RABBITMQCTL_PATH, if set, enables the suite's memory-alarm
 # test. Against Warren that test is skipped: it sets the watermark with
-# rabbitmqctl at run time, which Warren has no command for.
+# rabbitmqctl at run time, which Warren has no command for; the server test
+# TestBlockedPublisherClosesWhenAlarmClears does the same in-process.
 # Exit status: go test's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ while getopts "rp:u:m:P:" opt; do
     u) url=$OPTARG ;;
     m) mgmt_port=$OPTARG ;;
     P) product=$OPTARG ;;
-    *) sed -n '2,18p' "$0"; exit 2 ;;
+    *) sed -n '2,19p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))

@@ -469,3 +469,55 @@ func testAlarmBlocksPublishers(t *testing.T, ts *testServer, reason string, rais
 		t.Fatalf("got %q", m.Body)
 	}
 }
+
+// TestBlockedPublisherClosesWhenAlarmClears is amqp091-go's
+// TestConnection_Close_WhenMemoryAlarmIsActive, which raises the alarm with
+// rabbitmqctl and so cannot run against Warren. A blocked connection's socket
+// is not read, so its connection.close gets no close-ok (the client gives up
+// at its deadline) and its exclusive queue stays locked (RabbitMQ 3.10: 405
+// RESOURCE_LOCKED) until the alarm clears; then the connection ends and the
+// queue can be declared again.
+func TestBlockedPublisherClosesWhenAlarmClears(t *testing.T) {
+	ts := startServer(t)
+	conn, ch := ts.channel(t)
+	blocked := conn.NotifyBlocked(make(chan amqp091.Blocking, 2))
+	const q = "alarm-exclusive"
+	_, err := ch.QueueDeclare(q, false, false, true, false, nil)
+	must(t, err)
+	publish(t, ch, "", q, "before")
+	ts.SetMemoryHighWatermark(1) // anything is above one byte
+	publish(t, ch, "", q, "during")
+	select {
+	case b := <-blocked:
+		if !b.Active {
+			t.Fatalf("blocking %+v", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection.blocked")
+	}
+	if err := conn.CloseDeadline(time.Now().Add(300 * time.Millisecond)); err == nil {
+		t.Fatal("a blocked connection answered connection.close")
+	}
+	if !conn.IsClosed() {
+		t.Fatal("client connection not closed after its close deadline")
+	}
+
+	other := ts.dial(t)
+	declareExclusive := func() error {
+		c, err := other.Channel()
+		if err != nil {
+			return err
+		}
+		_, err = c.QueueDeclare(q, false, false, true, false, nil)
+		return err
+	}
+	expectCode(t, declareExclusive(), 405)
+	ts.SetMemoryHighWatermark(0)
+	waitFor(t, 5*time.Second, "the closed connection's exclusive queue to go", func() bool {
+		err := declareExclusive()
+		if err != nil && amqpCode(err) != 405 {
+			t.Fatalf("declare after the alarm: %v", err)
+		}
+		return err == nil
+	})
+}
