@@ -30,20 +30,44 @@ func (ch *channel) handleHeader(p []byte) *amqp.Error {
 		ch.pubActive = false
 		return amqp.NewError(amqp.PreconditionFailed, methodBasicPublish, "message size %d is larger than configured max size %d", h.BodySize, max)
 	}
-	ch.pubHeader = true
-	ch.pubSize = h.BodySize
-	// Properties and body share one allocation; the body is filled in place as
-	// body frames arrive and never copied again.
-	buf := make([]byte, len(h.Props), uint64(len(h.Props))+h.BodySize)
-	copy(buf, h.Props)
-	ch.pubMsg = &Message{
-		Exchange: ch.pub.Exchange, RoutingKey: ch.pub.RoutingKey,
-		RawProps: buf[:len(h.Props):len(h.Props)], Body: buf[len(h.Props):],
+	// RabbitMQ checks the target only once the whole body is in; checking it
+	// here means a user who may not publish never makes the broker hold a
+	// body. Its order is kept: size, write permission, exchange, topic
+	// permission, and the properties (reply-to, user-id, expiration) once
+	// the body is in.
+	ex, aerr := ch.publishTarget()
+	if aerr != nil {
+		ch.pubActive = false
+		return aerr
 	}
+	ch.pubHeader, ch.pubSize, ch.pubEx = true, h.BodySize, ex
+	props, body := ch.contentBuffer(h.Props, h.BodySize)
+	ch.pubMsg = &Message{Exchange: ch.pub.Exchange, RoutingKey: ch.pub.RoutingKey, RawProps: props, Body: body}
 	if h.BodySize == 0 {
 		return ch.completePublish()
 	}
 	return nil
+}
+
+// publishTarget checks the write permission on basic.publish's exchange, the
+// exchange itself and the topic permission on the routing key, and returns
+// the exchange, with RabbitMQ's errors.
+func (ch *channel) publishTarget() (*Exchange, *amqp.Error) {
+	name := ch.pub.Exchange
+	if err := ch.authorizePublish(name); err != nil {
+		return nil, err
+	}
+	ex := ch.conn.vhost.exchange(name)
+	if ex == nil {
+		return nil, amqp.NewError(amqp.NotFound, methodBasicPublish, "no %s", describeExchange(name, ch.conn.vhost.name))
+	}
+	if ex.internal {
+		return nil, amqp.NewError(amqp.AccessRefused, methodBasicPublish, "cannot publish to internal %s", describeExchange(name, ch.conn.vhost.name))
+	}
+	if err := ch.authorizeTopicPublish(ex, ch.pub.RoutingKey); err != nil {
+		return nil, err
+	}
+	return ex, nil
 }
 
 func (ch *channel) handleBody(p []byte) *amqp.Error {
@@ -54,32 +78,18 @@ func (ch *channel) handleBody(p []byte) *amqp.Error {
 	if uint64(len(m.Body))+uint64(len(p)) > ch.pubSize {
 		return amqp.NewError(amqp.FrameError, methodBasicPublish, "content body larger than the %d bytes the header announced", ch.pubSize)
 	}
-	m.Body = append(m.Body, p...)
+	ch.appendBody(p)
 	if uint64(len(m.Body)) == ch.pubSize {
 		return ch.completePublish()
 	}
 	return nil
 }
 
-// completePublish routes a fully received message.
+// completePublish routes a fully received message to the exchange checked
+// at its header (a transaction routes at commit the same way).
 func (ch *channel) completePublish() *amqp.Error {
-	m := ch.pubMsg
-	ch.pubActive, ch.pubHeader, ch.pubMsg = false, false, nil
-	// RabbitMQ's order: write permission, the exchange, topic permission,
-	// then the properties (reply-to, user-id, expiration).
-	if err := ch.authorizePublish(m.Exchange); err != nil {
-		return err
-	}
-	ex := ch.conn.vhost.exchange(m.Exchange)
-	if ex == nil {
-		return amqp.NewError(amqp.NotFound, methodBasicPublish, "no %s", describeExchange(m.Exchange, ch.conn.vhost.name))
-	}
-	if ex.internal {
-		return amqp.NewError(amqp.AccessRefused, methodBasicPublish, "cannot publish to internal %s", describeExchange(m.Exchange, ch.conn.vhost.name))
-	}
-	if err := ch.authorizeTopicPublish(ex, m.RoutingKey); err != nil {
-		return err
-	}
+	m, ex := ch.pubMsg, ch.pubEx
+	ch.endContent()
 	if err := ch.prepareMessage(m); err != nil {
 		return err
 	}

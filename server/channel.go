@@ -22,7 +22,13 @@ type channel struct {
 	pubHeader bool              // its header has arrived
 	pubMsg    *Message
 	pubSize   uint64
+	pubEx     *Exchange // checked when the header arrived
 	router    *router
+
+	// pubReserved is what contentBuffer reserved for the body ahead of its
+	// bytes, counted in conn.bodyReserved until the publish ends.
+	pubReserved uint64
+
 	// pubAllowed memoises the last exchange the user may publish to.
 	pubAllowed struct {
 		ok       bool
@@ -152,7 +158,7 @@ func (ch *channel) shutdown() {
 	if ch.tx != nil {
 		ch.tx = nil
 	}
-	ch.pubActive, ch.pubHeader, ch.pubMsg = false, false, nil
+	ch.endContent()
 }
 
 // handleMethod decodes and runs one method.

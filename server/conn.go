@@ -63,6 +63,10 @@ type conn struct {
 	handshakeDeadline time.Time
 	lastRead          time.Time // when bytes last arrived, for heartbeat timeouts
 
+	// bodyReserved is the bytes allocated for bodies not yet received
+	// (content.go), bounded by bodyReserveLimit. Reader-owned.
+	bodyReserved uint64
+
 	// stateMu guards running and forcedClose, the hand-over between the
 	// handshake and forceClose from other goroutines.
 	stateMu     sync.Mutex

@@ -216,9 +216,15 @@ func dialRaw(t testing.TB, addr string) *rawClient {
 // open performs the handshake as guest and returns after open-ok.
 func (rc *rawClient) open(heartbeat uint16) {
 	rc.t.Helper()
+	rc.openAs("guest", "guest", heartbeat)
+}
+
+// openAs performs the handshake as user on vhost / and returns after open-ok.
+func (rc *rawClient) openAs(user, pass string, heartbeat uint16) {
+	rc.t.Helper()
 	rc.write(amqp.ProtocolHeader)
 	rc.expectMethod(&amqp.ConnectionStart{})
-	rc.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00guest"), Locale: "en_US",
+	rc.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00" + user + "\x00" + pass), Locale: "en_US",
 		ClientProperties: amqp.Table{"capabilities": amqp.Table{"consumer_cancel_notify": true}}})
 	tune := &amqp.ConnectionTune{}
 	rc.expectMethod(tune)
