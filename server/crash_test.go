@@ -40,6 +40,7 @@ func runCrashBroker(dir, addr string) {
 			os.Exit(3)
 		}
 	}
+	setNofileFromEnv("WARREN_CRASH_BROKER_NOFILE")
 	if shadow := os.Getenv("WARREN_CRASH_SHADOW"); shadow != "" {
 		observe := func(path string) { snapshotSynced(dir, shadow, path) }
 		msgstore.SetSyncObserver(observe)
@@ -72,6 +73,7 @@ func runCrashBroker(dir, addr string) {
 		fmt.Fprintln(os.Stderr, "crash broker:", err)
 		os.Exit(3)
 	}
+	setNofileFromEnv("WARREN_CRASH_BROKER_NOFILE_AFTER_START")
 	// SIGTERM is a clean stop (checkpoints written); SIGKILL, the crash.
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)

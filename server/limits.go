@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/binary"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
@@ -12,42 +13,69 @@ import (
 // most a leaf lock (limitsMu), so limits cost nothing to connections that do
 // not hit them.
 
-// refusedLogEvery spaces the log lines about sockets refused over
-// MaxConnections, so a flood is logged about once a second, not per socket.
+// refusedLogEvery spaces the log lines about refused sockets and accept
+// errors, so a flood is logged about once a second, not per socket.
 const refusedLogEvery = time.Second
 
-// admitSocket counts an accepted socket against MaxConnections and reports
-// whether it may be served. Every admitted socket must be released with
-// releaseSocket.
-func (s *Server) admitSocket() bool {
+// logLimiter lets one log line through per refusedLogEvery.
+type logLimiter struct{ last atomic.Int64 } // unix nanos of the last line
+
+func (l *logLimiter) allow() bool {
+	now := time.Now().UnixNano()
+	last := l.last.Load()
+	return now-last >= int64(refusedLogEvery) && l.last.CompareAndSwap(last, now)
+}
+
+// Why a socket was refused right after accept.
+const (
+	refusedConnectionLimit = iota // MaxConnections
+	refusedSocketShare            // the descriptor budget (fdlimit.go)
+)
+
+// admitSocket counts an accepted AMQP socket against the descriptor budget
+// and MaxConnections and reports whether it may be served, and if not why.
+// Every admitted socket must be released with releaseSocket.
+func (s *Server) admitSocket() (ok bool, refused int) {
+	if !s.fds.take() {
+		return false, refusedSocketShare
+	}
 	n := s.sockets.Add(1)
 	if max := s.cfg.MaxConnections; max > 0 && n > int64(max) {
 		s.sockets.Add(-1)
-		return false
+		s.fds.release()
+		return false, refusedConnectionLimit
 	}
-	return true
+	return true, 0
 }
 
 // releaseSocket undoes admitSocket when the connection's reader finishes.
-func (s *Server) releaseSocket() { s.sockets.Add(-1) }
+func (s *Server) releaseSocket() {
+	s.sockets.Add(-1)
+	s.fds.release()
+}
 
-// refuseSocket closes a socket accepted beyond MaxConnections at once: no
+// refuseSocket closes a socket accepted beyond a limit at once: no
 // goroutine, no handshake, so existing connections are not slowed.
-func (s *Server) refuseSocket(nc net.Conn) {
+func (s *Server) refuseSocket(nc net.Conn, why int) {
 	if err := nc.Close(); err != nil {
 		s.log.Debug("closing refused socket", "err", err)
 	}
 	total := s.refusedSockets.Add(1)
-	now := time.Now().UnixNano()
-	last := s.refusedLogged.Load()
-	if now-last >= int64(refusedLogEvery) && s.refusedLogged.CompareAndSwap(last, now) {
-		s.log.Warn("refusing connections: node connection limit is reached",
-			"limit", s.cfg.MaxConnections, "peer", nc.RemoteAddr().String(), "refused_total", total)
+	if !s.refusedLog.allow() {
+		return
 	}
+	peer := nc.RemoteAddr().String()
+	if why == refusedSocketShare {
+		s.log.Warn("refusing connections: socket limit is reached", "sockets_limit", s.fds.sockets,
+			"fd_limit", s.fds.fdLimit, "peer", peer, "refused_total", total)
+		return
+	}
+	s.log.Warn("refusing connections: node connection limit is reached",
+		"limit", s.cfg.MaxConnections, "peer", peer, "refused_total", total)
 }
 
 // RefusedConnections returns how many sockets were closed because the node
-// connection limit was reached.
+// connection limit or the socket share was reached.
 func (s *Server) RefusedConnections() uint64 { return s.refusedSockets.Load() }
 
 // reserveVhostSlot counts the connection against its vhost's

@@ -42,11 +42,14 @@ type Server struct {
 	// the channel registry and closed channels' counters (admin.go).
 	admin adminState
 
-	// Limits (limits.go): sockets counts admitted sockets for MaxConnections;
-	// limitsMu guards vhostConns, the open connections per vhost.
+	// Limits (limits.go): sockets counts admitted AMQP sockets for
+	// MaxConnections, fds every socket against the descriptor budget
+	// (fdlimit.go); limitsMu guards vhostConns, the open connections per vhost.
 	sockets        atomic.Int64
+	fds            *fdBudget
 	refusedSockets atomic.Uint64
-	refusedLogged  atomic.Int64 // unix nanos of the last refusal log line
+	refusedLog     logLimiter // refused sockets
+	acceptLog      logLimiter // accept errors
 	limitsMu       sync.Mutex
 	vhostConns     map[*Vhost]int
 
@@ -70,6 +73,7 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, log: cfg.Logger, quit: make(chan struct{}),
 		vhosts: make(map[string]*Vhost), conns: make(map[uint64]*conn), users: newUsers(),
 		vhostConns: make(map[*Vhost]int), failures: newFailureLog(cfg.LoginFailureLogInterval),
+		fds: newFDBudget(descriptorLimit()),
 	}
 	if err := s.loadTLS(); err != nil {
 		return nil, err
@@ -204,34 +208,36 @@ func (s *Server) goFunc(f func()) {
 	}()
 }
 
-// acceptLoop serves ln until it is closed. Sockets beyond MaxConnections are
-// closed at once.
+// acceptLoop serves ln until it is closed. Sockets beyond the node's limits
+// are closed at once (limits.go). Any other accept error (EMFILE, ENFILE,
+// ECONNABORTED, ...) pauses the loop with net/http's back-off, 5 ms doubling
+// to 1 s, and is logged at most once a second: running out of descriptors
+// must not end the listener.
 func (s *Server) acceptLoop(ln net.Listener) {
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			if s.acceptLog.allow() {
+				s.log.Warn("accept failed; retrying", "addr", ln.Addr().String(), "err", err, "backoff", backoff)
+			}
 			select {
 			case <-s.quit:
 				return
-			default:
+			case <-time.After(backoff):
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			s.log.Error("accept failed; listener stopped", "err", err)
-			return
+			continue
 		}
 		backoff = 0
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true) // best effort: the default is already on
 		}
-		if !s.admitSocket() {
-			s.refuseSocket(nc)
+		if ok, why := s.admitSocket(); !ok {
+			s.refuseSocket(nc, why)
 			continue
 		}
 		c := newConn(s, nc, s.nextID.Add(1))
