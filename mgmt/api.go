@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/warrenmq/warren/server"
 )
 
@@ -98,6 +100,7 @@ func (a *API) Start() error {
 	if err != nil {
 		return fmt.Errorf("mgmt: listen %s: %w", a.cfg.Listen, err)
 	}
+	ln = netutil.LimitListener(a.srv.SocketListener(ln), a.cfg.MaxConnections)
 	if a.cfg.TLS != nil {
 		ln = tls.NewListener(ln, a.cfg.TLS)
 	}
@@ -105,6 +108,7 @@ func (a *API) Start() error {
 	a.hs = &http.Server{
 		Handler:           a.Handler(),
 		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout,
+		ReadTimeout:       a.cfg.ReadTimeout,
 		WriteTimeout:      a.cfg.WriteTimeout,
 		IdleTimeout:       a.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
@@ -263,6 +267,13 @@ func splitPath(escaped string) ([]string, error) {
 }
 
 func (a *API) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		// Until an endpoint reads the body, a response ends the connection:
+		// net/http would otherwise read the whole body before answering,
+		// and a client that announces a body it never sends would get its
+		// 401 only at ReadTimeout. RabbitMQ answers at once.
+		w.Header().Set("Connection", "close")
+	}
 	escaped := r.URL.EscapedPath()
 	if escaped != "/api" && !strings.HasPrefix(escaped, "/api/") {
 		if a.cfg.UI != nil {
@@ -313,6 +324,7 @@ func (a *API) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnsupportedMediaType)
 		return
 	}
+	w.Header().Del("Connection")
 	if err := ep.fn(rq); err != nil {
 		a.writeError(w, r, err)
 	}

@@ -58,12 +58,21 @@ type Config struct {
 	// UI, when set, serves every path outside /api (the web UI).
 	UI http.Handler
 
-	// ReadHeaderTimeout, WriteTimeout and IdleTimeout are the HTTP server's
-	// timeouts. WriteTimeout is generous because exporting definitions of a
-	// large broker takes a while. Defaults 10 s, 5 min and 2 min.
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
+	// HTTP server's timeouts. ReadTimeout bounds a whole request, body
+	// included, so a client announcing a body it never sends is cut off;
+	// it is generous for importing large definitions, and WriteTimeout for
+	// exporting them. Defaults 10 s, 2 min, 5 min and 2 min.
 	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
+
+	// MaxConnections caps the HTTP connections served at once; more wait
+	// in the listen queue until one closes. Every connection also counts
+	// against the broker's socket share (server.Server.SocketListener).
+	// Default 128.
+	MaxConnections int
 }
 
 // DefaultConfig returns the defaults; Server must still be set.
@@ -82,8 +91,10 @@ func DefaultConfig() Config {
 		ObjectHistory:     12,
 		MaxBodyBytes:      64 << 20,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
 		WriteTimeout:      5 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
+		MaxConnections:    128,
 	}
 }
 
@@ -122,8 +133,11 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("MaxBodyBytes %d below 1 KiB", c.MaxBodyBytes))
 	}
-	if c.ReadHeaderTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 {
+	if c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 {
 		errs = append(errs, errors.New("HTTP timeouts must be positive"))
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("MaxConnections %d below 1", c.MaxConnections))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))

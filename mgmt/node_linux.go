@@ -7,17 +7,14 @@ import (
 	"syscall"
 )
 
-// fileDescriptors returns the open file descriptors of the process and its
-// limit (RLIMIT_NOFILE), or zeros when they cannot be read.
-func fileDescriptors() (used, limit uint64) {
-	if entries, err := os.ReadDir("/proc/self/fd"); err == nil {
-		used = uint64(len(entries))
+// openDescriptors returns the open file descriptors of the process, or 0
+// when they cannot be counted. The limit is the server's (Descriptors).
+func openDescriptors() uint64 {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
 	}
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
-		limit = rl.Cur
-	}
-	return used, limit
+	return uint64(len(entries))
 }
 
 // diskFree returns the bytes available to the process on the file system of

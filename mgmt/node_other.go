@@ -2,8 +2,8 @@
 
 package mgmt
 
-// fileDescriptors is not measured on this platform.
-func fileDescriptors() (used, limit uint64) { return 0, 0 }
+// openDescriptors is not measured on this platform.
+func openDescriptors() uint64 { return 0 }
 
 // diskFree is not measured on this platform.
 func diskFree(dir string) uint64 { return 0 }

@@ -179,14 +179,14 @@ func (a *API) nodeJSON() map[string]any {
 	n := a.srv.Node()
 	rs := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/threads/total:threads"}}
 	metrics.Read(rs)
-	fdUsed, fdTotal := fileDescriptors()
+	fdUsed := openDescriptors()
+	fds := a.srv.Descriptors()
 	diskFree := diskFree(n.DataDir)
-	conns := len(a.srv.ConnectionDetails())
 	return map[string]any{
 		"name": a.cfg.NodeName, "type": "disc", "running": true, "being_drained": false,
 		"os_pid": strconv.Itoa(os.Getpid()), "uptime": processUptimeMillis(),
 		"run_queue": metricValue(rs[0]), "processors": runtime.NumCPU(),
-		"fd_used": fdUsed, "fd_total": fdTotal, "sockets_used": conns, "sockets_total": fdTotal,
+		"fd_used": fdUsed, "fd_total": fds.Limit, "sockets_used": fds.SocketsUsed, "sockets_total": fds.SocketsLimit,
 		"proc_used": metricValue(rs[1]), "proc_total": a.maxThreads,
 		"mem_used": n.MemoryUsed, "mem_limit": n.MemoryLimit, "mem_alarm": n.MemoryAlarm,
 		"mem_calculation_strategy": "rss",

@@ -98,6 +98,8 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 	if addr := v.GetString("mgmt-listen"); addr != "" {
 		mc := mgmt.DefaultConfig()
 		mc.Listen, mc.Server, mc.Logger, mc.UI = addr, srv, cfg.Logger, ui.Handler()
+		mc.ReadTimeout, mc.WriteTimeout = v.GetDuration("mgmt-read-timeout"), v.GetDuration("mgmt-write-timeout")
+		mc.MaxConnections = v.GetInt("mgmt-max-connections")
 		tc, err := httpTLS(srv, v.GetBool("mgmt-tls"), "mgmt-tls")
 		if err != nil {
 			return nil, err
@@ -119,6 +121,7 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 	if addr := v.GetString("metrics-listen"); addr != "" {
 		mc := metrics.DefaultConfig()
 		mc.Listen = addr
+		mc.MaxConnections = v.GetInt("metrics-max-connections")
 		mc.Options.Logger = cfg.Logger
 		mc.Options.PerObject = v.GetBool("metrics-per-object")
 		tc, err := httpTLS(srv, v.GetBool("metrics-tls"), "metrics-tls")

@@ -100,8 +100,17 @@ type Config struct {
 	// Default 60 s.
 	WriteTimeout time.Duration
 
+	// ReadTimeout bounds reading a whole request, body included (scrapes
+	// have none). Default 30 s.
+	ReadTimeout time.Duration
+
 	// IdleTimeout closes keep-alive connections idle this long. Default 2 min.
 	IdleTimeout time.Duration
+
+	// MaxConnections caps the connections served at once; more wait in the
+	// listen queue. Each also counts against the broker's socket share.
+	// Default 32.
+	MaxConnections int
 
 	// ShutdownTimeout is how long Close waits for scrapes in progress before
 	// cutting their connections. Default 5 s.
@@ -114,8 +123,10 @@ func DefaultConfig() Config {
 		Listen:            "0.0.0.0:15692",
 		Options:           DefaultOptions(),
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxConnections:    32,
 		ShutdownTimeout:   5 * time.Second,
 	}
 }
@@ -140,8 +151,14 @@ func (c *Config) Validate() error {
 	if c.WriteTimeout <= 0 {
 		errs = append(errs, errors.New("WriteTimeout must be positive"))
 	}
+	if c.ReadTimeout <= 0 {
+		errs = append(errs, errors.New("ReadTimeout must be positive"))
+	}
 	if c.IdleTimeout <= 0 {
 		errs = append(errs, errors.New("IdleTimeout must be positive"))
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("MaxConnections %d below 1", c.MaxConnections))
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("ShutdownTimeout is negative"))

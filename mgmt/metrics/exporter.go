@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/warrenmq/warren/server"
 )
@@ -85,6 +86,7 @@ func clientGolangVersion() string {
 // stopped by Close, which waits for it.
 type Exporter struct {
 	cfg  Config
+	srv  *server.Server
 	http *http.Server
 
 	mu      sync.Mutex // guards ln, started, closed
@@ -101,9 +103,11 @@ func New(s *server.Server, cfg Config) (*Exporter, error) {
 	}
 	return &Exporter{
 		cfg: cfg,
+		srv: s,
 		http: &http.Server{
 			Handler:           Handler(s, cfg.Options),
 			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+			ReadTimeout:       cfg.ReadTimeout,
 			WriteTimeout:      cfg.WriteTimeout,
 			IdleTimeout:       cfg.IdleTimeout,
 			ErrorLog:          slog.NewLogLogger(cfg.Options.Logger.Handler(), slog.LevelWarn),
@@ -125,6 +129,7 @@ func (e *Exporter) Start() error {
 	if err != nil {
 		return fmt.Errorf("metrics: listen %s: %w", e.cfg.Listen, err)
 	}
+	ln = netutil.LimitListener(e.srv.SocketListener(ln), e.cfg.MaxConnections)
 	if e.cfg.TLS != nil {
 		ln = tls.NewListener(ln, e.cfg.TLS)
 	}
