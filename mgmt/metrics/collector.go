@@ -45,6 +45,7 @@ type descs struct {
 
 	residentMemory, memoryLimit, memoryAlarm *prometheus.Desc
 	diskAvailable, openFDs, maxFDs           *prometheus.Desc
+	openSockets, maxSockets                  *prometheus.Desc
 
 	queueInfo                                     *prometheus.Desc // per-object only
 	queueReady, queueUnacked, queueMessages       *prometheus.Desc
@@ -90,6 +91,8 @@ func newDescs(e endpoint) *descs {
 		diskAvailable:  d("disk_space_available_bytes", "Disk space available in bytes", nil),
 		openFDs:        d("process_open_fds", "Open file descriptors", nil),
 		maxFDs:         d("process_max_fds", "Open file descriptors limit", nil),
+		openSockets:    d("process_open_tcp_sockets", "Open TCP sockets", nil),
+		maxSockets:     d("process_max_tcp_sockets", "Open TCP sockets limit", nil),
 
 		queueReady:      d("queue_messages_ready", "Messages ready to be delivered to consumers", queueLabels),
 		queueUnacked:    d("queue_messages_unacked", "Messages delivered to consumers but not yet acknowledged", queueLabels),
@@ -140,6 +143,7 @@ func (ds *descs) all() []*prometheus.Desc {
 	out := []*prometheus.Desc{
 		ds.identity, ds.build, ds.connections, ds.channels, ds.consumers, ds.queues, ds.connectionsOpened,
 		ds.residentMemory, ds.memoryLimit, ds.memoryAlarm, ds.diskAvailable, ds.openFDs, ds.maxFDs,
+		ds.openSockets, ds.maxSockets,
 		ds.queueReady, ds.queueUnacked, ds.queueMessages, ds.queueReadyBytes, ds.queueConsumers, ds.queuePub,
 		ds.queueReadyRAM, ds.queuePagedOut,
 		ds.connIncomingBytes, ds.connOutgoingBytes,
@@ -280,6 +284,12 @@ func (c *collector) collectNode(e emitter, snap *server.MetricsSnapshot) {
 	stat(ds.openFDs, v, err)
 	v, err = maxFDs()
 	stat(ds.maxFDs, v, err)
+	// The broker's socket share of the descriptors, AMQP and HTTP sockets
+	// counted, as RabbitMQ reports its file handle cache's.
+	if fds := c.srv.Descriptors(); fds.SocketsLimit > 0 {
+		e.gauge(ds.openSockets, float64(fds.SocketsUsed))
+		e.gauge(ds.maxSockets, float64(fds.SocketsLimit))
+	}
 }
 
 // collectPerObject emits one series per queue and per connection.

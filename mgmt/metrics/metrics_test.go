@@ -62,6 +62,8 @@ var dashboardFamilies = []family{
 	{"rabbitmq_disk_space_available_bytes", dto.MetricType_GAUGE, nil},
 	{"rabbitmq_process_open_fds", dto.MetricType_GAUGE, nil},
 	{"rabbitmq_process_max_fds", dto.MetricType_GAUGE, nil},
+	{"rabbitmq_process_open_tcp_sockets", dto.MetricType_GAUGE, nil},
+	{"rabbitmq_process_max_tcp_sockets", dto.MetricType_GAUGE, nil},
 }
 
 func TestMetricsDashboardFamilies(t *testing.T) {
@@ -108,7 +110,8 @@ func TestMetricsDashboardFamilies(t *testing.T) {
 	if _, ok := f["rabbitmq_resident_memory_limit_bytes"]; ok {
 		t.Error("rabbitmq_resident_memory_limit_bytes present without a watermark")
 	}
-	for _, name := range []string{"rabbitmq_disk_space_available_bytes", "rabbitmq_process_open_fds", "rabbitmq_process_max_fds", "rabbitmq_process_resident_memory_bytes"} {
+	for _, name := range []string{"rabbitmq_disk_space_available_bytes", "rabbitmq_process_open_fds", "rabbitmq_process_max_fds", "rabbitmq_process_resident_memory_bytes",
+		"rabbitmq_process_open_tcp_sockets", "rabbitmq_process_max_tcp_sockets"} {
 		if v := f.get(t, name, nil); v <= 0 {
 			t.Errorf("%s = %v, want > 0", name, v)
 		}
