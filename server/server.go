@@ -177,6 +177,7 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	s.log.Info("AMQP listener started", "addr", ln.Addr().String())
+	s.log.Info("descriptor budget", "fd_limit", s.fds.fdLimit, "sockets_limit", s.fds.sockets)
 	s.coarse.Store(nowMillis())
 	s.goFunc(s.tickClock)
 	s.goFunc(s.releaseIdleIndexPages)
