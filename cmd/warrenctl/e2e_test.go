@@ -220,6 +220,14 @@ func TestE2EConnections(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the connection was not closed")
 	}
+	// The client reads connection.close before the broker has finished
+	// tearing the connection down, so wait until the list no longer shows it.
+	eventually(t, func() error {
+		if n := len(b.listJSON(t, "connections")); n != 0 {
+			return fmt.Errorf("%d connections still listed", n)
+		}
+		return nil
+	})
 	if r := b.ctl(t, "close", "connection", name); r.code != exitFailed || !strings.Contains(r.stderr, "404") {
 		t.Errorf("closing it again: exit %d, %q", r.code, r.stderr)
 	}
