@@ -82,8 +82,19 @@ func (c *conn) handshake() error {
 	}
 	// From here on forceClose queues a connection.close for the writer, which
 	// starts right after open-ok, instead of dropping the socket.
+	if hook := testHookVhostOpened; hook != nil {
+		hook(c)
+	}
 	if !c.startRunning() {
 		return errClosed
+	}
+	// A user deleted after openVhost checked it but before startRunning was
+	// not seen by closeUserConnections, which closes running connections only.
+	// Deletion removes the account before it looks, so checking after
+	// startRunning closes the gap: either this check sees the user gone or
+	// the deletion sees this connection running.
+	if c.srv.users.get(c.user.name) == nil {
+		c.forceClose(amqp.ConnectionForced, fmt.Sprintf("user '%s' is deleted", c.user.name))
 	}
 	if err := c.writeDirect(&amqp.ConnectionOpenOk{}); err != nil {
 		return err
@@ -92,6 +103,10 @@ func (c *conn) handshake() error {
 	c.lastRead = time.Now()
 	return c.nc.SetDeadline(time.Time{})
 }
+
+// testHookVhostOpened, when set by a test, runs between the vhost check of
+// connection.open and the connection becoming running.
+var testHookVhostOpened func(*conn)
 
 // startMethod is the connection.start of the connection's dialect. Like
 // RabbitMQ, Warren announces no capabilities to AMQP 0-8 clients.

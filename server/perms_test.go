@@ -267,3 +267,21 @@ func TestDeleteUserClosesConnections(t *testing.T) {
 	default:
 	}
 }
+
+// TestUserDeletedDuringOpenIsClosed deletes the user between connection.open's
+// vhost check and the connection becoming running, the moment a deletion's
+// sweep of running connections cannot see: the connection must still close.
+func TestUserDeletedDuringOpenIsClosed(t *testing.T) {
+	ts, _ := permsUser(t, Permission{".*", ".*", ".*"})
+	testHookVhostOpened = func(c *conn) {
+		if c.user.name == "app" {
+			must(t, ts.DeleteUser("app"))
+		}
+	}
+	t.Cleanup(func() { testHookVhostOpened = nil })
+	rc := dialRaw(t, ts.addr)
+	rc.openAs("app", "pw", 0)
+	if cl := rc.expectConnectionClose(320); cl.ReplyText != "CONNECTION_FORCED - user 'app' is deleted" {
+		t.Fatalf("close text %q", cl.ReplyText)
+	}
+}
