@@ -134,11 +134,16 @@ var livenessMagic = []byte("WMST")
 
 const livenessVersion = 1
 
+// minSegTableSize is the encoded size of a segment's table with no bitmap
+// word, no extra counts and no overflow: base, live, liveBytes, flags and
+// the three counts. The segment count is checked against it.
+const minSegTableSize = 8 + 8 + 8 + 1 + 4 + 4 + 4
+
 func encodeLiveness(segs []*segLive) []byte {
 	be := binary.BigEndian
 	n := 9
 	for _, sl := range segs {
-		n += 41 + len(sl.bits)*8 + len(sl.extra) + len(sl.over)*8
+		n += minSegTableSize + len(sl.bits)*8 + len(sl.extra) + len(sl.over)*8
 	}
 	b := make([]byte, 0, n)
 	b = append(b, livenessMagic...)
@@ -176,7 +181,7 @@ func decodeLiveness(b []byte, segs []*segment) ([]*segLive, error) {
 	if string(d.bytes(4)) != string(livenessMagic) || d.u8() != livenessVersion {
 		return nil, corruptf("liveness tables: bad magic or version")
 	}
-	n := d.count(41)
+	n := d.count(minSegTableSize)
 	if d.err == nil && n != len(segs) {
 		return nil, corruptf("liveness tables cover %d segments, log has %d", n, len(segs))
 	}

@@ -337,6 +337,38 @@ func TestMsgStoreRebuildRefsAfterCrash(t *testing.T) {
 	}
 }
 
+// TestMsgStoreCleanReopenKeepsEmptyTables closes a store whose only segment
+// has records but no live one (all acked before a crash, none named at the
+// rebuild), so its liveness table has no bitmap word, the smallest table
+// there is. The clean reopen must use the checkpoint, not ask for a rebuild.
+func TestMsgStoreCleanReopenKeepsEmptyTables(t *testing.T) {
+	src := t.TempDir()
+	cfg := storeConfig(src)
+	s := mustOpenStore(t, cfg)
+	for i := range 5 {
+		mustPut(t, s, mkRecord(i, 20), 1)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	c := cfg
+	c.Dir = copyDir(t, src) // the crash: no checkpoint
+	r, err := Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RebuildRefs(func(func(Loc) bool) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r2 := mustOpenStore(t, c)
+	if ri := r2.Recovery(); !ri.Clean || r2.NeedsRefRebuild() {
+		t.Fatalf("clean reopen: needs rebuild %v, recovery %+v", r2.NeedsRefRebuild(), ri)
+	}
+}
+
 // TestMsgStoreCrashDuringCompaction puts the compacted segment file next to
 // the old index, as a crash between the two renames would, and checks every
 // live record is still found.
