@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -120,7 +119,7 @@ func metaKey(parts ...string) []byte {
 }
 
 func (m *metaStore) put(bucket []byte, key []byte, v any) error {
-	val, err := json.Marshal(v)
+	val, err := encodeRecord(v)
 	if err != nil {
 		return err
 	}
@@ -160,8 +159,13 @@ func metaEach[T any](m *metaStore, bucket []byte, fn func(T) error) error {
 	return m.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
 			var t T
-			if err := json.Unmarshal(v, &t); err != nil {
+			if err := decodeRecord(v, &t); err != nil {
 				return fmt.Errorf("%s %q: %w", bucket, k, err)
+			}
+			if kr, ok := any(&t).(keyedRecord); ok {
+				if err := checkKey(k, kr); err != nil {
+					return fmt.Errorf("%s %q: %w", bucket, k, err)
+				}
 			}
 			return fn(t)
 		})

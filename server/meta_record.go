@@ -1,0 +1,152 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+)
+
+// meta.db keeps each definition as a JSON object. JSON strings are UTF-8,
+// and encoding/json replaces each invalid byte with U+FFFD, but names are
+// bytes: the management API accepts a vhost "%FF%FE" as RabbitMQ does, and
+// that vhost must come back from a restart under its own name, not renamed
+// and cut off from its files. So a record whose string fields are not all
+// valid UTF-8 carries their exact bytes as well, base64-encoded in a "_raw"
+// object keyed by the fields' JSON names. Records of valid names are as they
+// always were.
+
+// rawField is the JSON member that holds the exact bytes of invalid UTF-8
+// string fields.
+const rawField = "_raw"
+
+// encodeRecord encodes a record struct for meta.db.
+func encodeRecord(v any) ([]byte, error) {
+	val, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	raw := make(map[string][]byte)
+	rv := reflect.Indirect(reflect.ValueOf(v))
+	if rv.Kind() != reflect.Struct {
+		return val, nil
+	}
+	for i := range rv.NumField() {
+		f, fv := rv.Type().Field(i), rv.Field(i)
+		if f.IsExported() && !f.Anonymous && fv.Kind() == reflect.String && !utf8.ValidString(fv.String()) {
+			raw[jsonName(f)] = []byte(fv.String())
+		}
+	}
+	if len(raw) == 0 {
+		return val, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(val, &obj); err != nil {
+		return nil, err
+	}
+	if obj[rawField], err = json.Marshal(raw); err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
+}
+
+// decodeRecord decodes a meta.db record into the struct t points to,
+// restoring the exact bytes of its invalid UTF-8 fields.
+func decodeRecord(val []byte, t any) error {
+	if err := json.Unmarshal(val, t); err != nil {
+		return err
+	}
+	if !bytes.Contains(val, []byte(`"`+rawField+`"`)) {
+		return nil
+	}
+	var side struct {
+		Raw map[string][]byte `json:"_raw"`
+	}
+	if err := json.Unmarshal(val, &side); err != nil {
+		return err
+	}
+	rv := reflect.ValueOf(t).Elem()
+	for name, b := range side.Raw {
+		f, ok := fieldByJSONName(rv, name)
+		if !ok {
+			return fmt.Errorf("%s names no string field %q", rawField, name)
+		}
+		f.SetString(string(b))
+	}
+	return nil
+}
+
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" {
+		return f.Name
+	}
+	return name
+}
+
+func fieldByJSONName(rv reflect.Value, name string) (reflect.Value, bool) {
+	if rv.Kind() != reflect.Struct {
+		return reflect.Value{}, false
+	}
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
+		if f.IsExported() && !f.Anonymous && rv.Field(i).Kind() == reflect.String && jsonName(f) == name {
+			return rv.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
+}
+
+// keyedRecord is a record whose meta.db key is metaKey of some of its
+// fields. Checking the two against each other finds damage that still
+// decodes, and the key restores names stored before "_raw" existed.
+type keyedRecord interface {
+	keyFields() []*string
+}
+
+func (v *metaVhost) keyFields() []*string      { return []*string{&v.Name} }
+func (u *metaUser) keyFields() []*string       { return []*string{&u.Name} }
+func (p *metaPermission) keyFields() []*string { return []*string{&p.User, &p.Vhost} }
+func (e *metaExchange) keyFields() []*string   { return []*string{&e.Vhost, &e.Name} }
+func (q *metaQueue) keyFields() []*string      { return []*string{&q.Vhost, &q.Name} }
+
+// checkKey verifies that r's fields make its key. A record whose names JSON
+// made lossy (U+FFFD for each invalid byte) takes them from the key.
+func checkKey(key []byte, r keyedRecord) error {
+	fields := r.keyFields()
+	parts := make([]string, len(fields))
+	for i, f := range fields {
+		parts[i] = *f
+	}
+	if bytes.Equal(key, metaKey(parts...)) {
+		return nil
+	}
+	exact := strings.Split(string(key), "\x00")
+	if len(exact) != len(fields) {
+		return fmt.Errorf("record does not match its key")
+	}
+	for i, p := range exact {
+		if p != parts[i] && lossyJSON(p) != parts[i] {
+			return fmt.Errorf("record does not match its key")
+		}
+	}
+	for i, p := range exact {
+		*fields[i] = p
+	}
+	return nil
+}
+
+// lossyJSON is s as a JSON string round trip returns it.
+func lossyJSON(s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return s
+	}
+	var out string
+	if err := json.Unmarshal(b, &out); err != nil {
+		return s
+	}
+	return out
+}
