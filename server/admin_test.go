@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -140,14 +139,14 @@ func TestAdminDeleteVhostRemovesEverything(t *testing.T) {
 	conn, err := amqp091.Dial("amqp://guest:guest@" + ts.addr + "/v")
 	must(t, err)
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
-	if _, err := os.Stat(filepath.Join(dir, "vhosts", "v")); err != nil {
+	if _, err := os.Stat(vhostDir(dir, "v")); err != nil {
 		t.Fatalf("vhost directory: %v", err)
 	}
 	must(t, ts.DeleteVhost("v"))
 	if e := waitClose(t, closed); e == nil || e.Code != 320 {
 		t.Errorf("connection close %+v", e)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "vhosts", "v")); !os.IsNotExist(err) {
+	if _, err := os.Stat(vhostDir(dir, "v")); !os.IsNotExist(err) {
 		t.Errorf("vhost files left: %v", err)
 	}
 	if err := ts.DeleteVhost("v"); !errors.Is(err, ErrNoSuchVhost) {

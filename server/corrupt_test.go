@@ -73,14 +73,14 @@ func TestBrokerStartsOverDamagedFiles(t *testing.T) {
 			return nil
 		}, false},
 		{"queue index checkpoint garbled", func(t *testing.T, dir string) map[string]bool {
-			editFile(t, filepath.Join(dir, "queues", "damaged", "checkpoint"), func(b []byte) []byte {
+			editFile(t, filepath.Join(dir, "queues", nameDir("damaged"), "checkpoint"), func(b []byte) []byte {
 				b[len(b)-1] ^= 0x55
 				return b
 			})
 			return nil
 		}, false},
 		{"queue index slot garbled", func(t *testing.T, dir string) map[string]bool {
-			editFile(t, filepath.Join(dir, "queues", "damaged", "00000000.qi"), func(b []byte) []byte {
+			editFile(t, filepath.Join(dir, "queues", nameDir("damaged"), "00000000.qi"), func(b []byte) []byte {
 				b[7*32+10] ^= 0x55 // slot 7: the 8th message
 				return b
 			})
@@ -97,7 +97,7 @@ func TestBrokerStartsOverDamagedFiles(t *testing.T) {
 			publishConfirmedBodies(t, ch, "damaged", n, body)
 			ts.Close()
 
-			lost := tc.damage(t, filepath.Join(dir, "vhosts", "%2F"))
+			lost := tc.damage(t, vhostDir(dir, "/"))
 			var logs lockedBuffer
 			ts = startServer(t, withDataDir(dir), func(c *Config) {
 				c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))

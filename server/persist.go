@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -51,21 +50,11 @@ type confirmWaiter struct {
 	seq uint64
 }
 
-// dirName turns an AMQP name into a directory name a person can read:
-// percent-encoded, with a hash-free fallback for names too long for a file.
-func dirName(name string) string {
-	esc := url.PathEscape(name)
-	if name == "" {
-		esc = "%00"
-	}
-	if len(esc) > 200 {
-		esc = esc[:200]
-	}
-	return esc
-}
-
 func openVhostStorage(dataDir, vhost string, cfg *Config, log *slog.Logger) (*vhostStorage, error) {
-	dir := filepath.Join(dataDir, "vhosts", dirName(vhost))
+	dir := vhostDir(dataDir, vhost)
+	if err := makeNamedDir(dir, vhost); err != nil {
+		return nil, fmt.Errorf("creating the directory of vhost %q: %w", vhost, err)
+	}
 	policy := cfg.Flush
 	if p, ok := cfg.VhostFlush[vhost]; ok {
 		policy = p
@@ -75,9 +64,10 @@ func openVhostStorage(dataDir, vhost string, cfg *Config, log *slog.Logger) (*vh
 
 // openTransientStorage opens the vhost's store for transient queues that page
 // to disk. Nothing in it outlives the broker: it is wiped at start and at a
-// clean stop, and never fsynced.
+// clean stop, and never fsynced. It lives inside the vhost's own directory,
+// which no other vhost's name can address (layout.go).
 func openTransientStorage(dataDir, vhost string, cfg *Config, log *slog.Logger) (*vhostStorage, error) {
-	dir := filepath.Join(dataDir, "vhosts", dirName(vhost), "transient")
+	dir := filepath.Join(vhostDir(dataDir, vhost), "transient")
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("wiping the transient store of vhost %q: %w", vhost, err)
 	}
@@ -107,9 +97,14 @@ func openStorageAt(dir, vhost string, policy msgstore.FlushPolicy, cfg *Config, 
 	return v, nil
 }
 
-// queueDir is where a durable queue's index lives.
+// queueDir is where a queue's index lives.
 func (v *vhostStorage) queueDir(queue string) string {
-	return filepath.Join(v.dir, "queues", dirName(queue))
+	return filepath.Join(v.dir, "queues", nameDir(queue))
+}
+
+// streamDir is where a stream's log lives.
+func (v *vhostStorage) streamDir(queue string) string {
+	return filepath.Join(v.dir, "streams", nameDir(queue))
 }
 
 // openIndex opens the index of a durable queue.
@@ -118,7 +113,7 @@ func (v *vhostStorage) openIndex(queue string) (*queueindex.Index, queueindex.Re
 	cfg.Dir = v.queueDir(queue)
 	cfg.Sync = v.policy == msgstore.FlushFsync
 	cfg.Logger = v.log
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := makeNamedDir(cfg.Dir, queue); err != nil {
 		return nil, queueindex.Recovered{}, err
 	}
 	return queueindex.Open(cfg)

@@ -187,8 +187,8 @@ func TestTransientQueuePagesToTheTransientStore(t *testing.T) {
 	if info.Ready != 1000 || info.InMemory > 101 || info.OnDisk < 899 {
 		t.Fatalf("a transient queue did not page: %+v", info)
 	}
-	transientDir := filepath.Join(dir, "vhosts", "%2F", "transient")
-	if _, err := os.Stat(filepath.Join(transientDir, "queues", "big-transient")); err != nil {
+	transientDir := filepath.Join(vhostDir(dir, "/"), "transient")
+	if _, err := os.Stat(filepath.Join(transientDir, "queues", nameDir("big-transient"))); err != nil {
 		t.Fatalf("no transient index: %v", err)
 	}
 	_, c := ts.channel(t)

@@ -87,6 +87,10 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.meta = meta
 		s.users.meta = meta
+		if err := migrateLayout(cfg.DataDir, meta, s.log); err != nil {
+			s.closeMeta()
+			return nil, err
+		}
 	}
 	started := time.Now()
 	firstBoot, err := s.loadDefinitions()

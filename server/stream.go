@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,7 +212,7 @@ func openStream(srv *Server, q *Queue) error {
 	if vh.storage == nil {
 		return fmt.Errorf("stream %q: %w", q.name, ErrStreamNoDataDir)
 	}
-	dir := filepath.Join(vh.storage.dir, "streams", dirName(q.name))
+	dir := vh.storage.streamDir(q.name)
 	sa := *q.qa.stream
 	cfg := msgstore.DefaultConfig(dir)
 	cfg.SegmentSize = storeSegmentSize(sa.segmentSize)
@@ -232,7 +231,7 @@ func openStream(srv *Server, q *Queue) error {
 	}
 	cfg.CompactDeadRatio = 1
 	cfg.Logger = vh.log
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := makeNamedDir(dir, q.name); err != nil {
 		return fmt.Errorf("stream %q: %w", q.name, err)
 	}
 	l, err := msgstore.OpenLog(cfg)
