@@ -2,6 +2,8 @@ package mgmt
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/url"
 	"os"
@@ -167,4 +169,28 @@ func TestMgmtHostileNamesInDefinitions(t *testing.T) {
 			t.Fatalf("imported vhost %q: %v messages after the deletes, want 1", name, n)
 		}
 	}
+}
+
+func TestMgmtFailedVhostCreateIsNotSaved(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, func(s *server.Config, _ *Config) { s.DataDir = dir })
+	// A file where the vhost's directory goes: the create cannot make it.
+	blocker := filepath.Join(dir, "vhosts", nameDirForTest("blocked"))
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.must(e.put("/api/vhosts/blocked", nil), 500, "create over a blocked directory")
+	e.must(e.get("/api/vhosts/blocked"), 404, "the failed vhost")
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	e = restartEnv(t, e, dir)
+	e.must(e.get("/api/vhosts/blocked"), 404, "the failed vhost after a restart")
+	e.must(e.put("/api/vhosts/blocked", nil), 201, "create once the way is clear")
+}
+
+// nameDirForTest is server's directory name for a vhost: the hex SHA-256.
+func nameDirForTest(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:])
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -10,16 +9,22 @@ import (
 // loadDefinitions rebuilds vhosts, users, permissions, durable exchanges,
 // queues and bindings from meta.db. firstBoot is true when the store holds no
 // users yet (a fresh data directory).
+//
+// A record that does not decode, or disagrees with its key, means meta.db is
+// damaged: start-up stops (ErrMetaUnreadable). A definition that decodes but
+// cannot be set up (a vhost whose files do not open, a queue whose index is
+// unreadable, a binding to a queue skipped so) is logged with its name and
+// skipped, and the broker serves the rest; its record stays in meta.db.
 func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	if s.meta == nil {
 		return true, nil
 	}
 	fail := func(err error) (bool, error) { return false, fmt.Errorf("%w: %v", ErrMetaUnreadable, err) }
-	err = metaEach(s.meta, bucketVhosts, func(v metaVhost) error {
+	err = loadEach(s, bucketVhosts, func(v metaVhost) error {
 		vh := newVhost(v.Name, s.meta, s.log.With("vhost", v.Name))
 		vh.maxQueues = s.cfg.MaxQueuesPerVhost
 		if err := s.openVhostStorage(vh); err != nil {
-			return err
+			return fmt.Errorf("vhost %q: %w", v.Name, err)
 		}
 		s.vhosts[v.Name] = vh
 		return nil
@@ -36,55 +41,34 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	if err != nil {
 		return fail(err)
 	}
-	err = metaEach(s.meta, bucketPermissions, func(p metaPermission) error {
-		return s.users.loadPermission(p)
-	})
+	err = loadEach(s, bucketPermissions, s.users.loadPermission)
 	if err != nil {
 		return fail(err)
 	}
-	err = metaEach(s.meta, bucketTopicPermissions, s.users.loadTopicPermission)
+	err = loadEach(s, bucketTopicPermissions, s.users.loadTopicPermission)
 	if err != nil {
 		return fail(err)
 	}
-	err = metaEach(s.meta, bucketExchanges, func(e metaExchange) error {
-		vh := s.vhosts[e.Vhost]
-		if vh == nil {
-			return fmt.Errorf("exchange %q in unknown vhost %q", e.Name, e.Vhost)
-		}
-		args, err := bytesTable(e.Arguments)
-		if err != nil {
-			return fmt.Errorf("exchange %q arguments: %w", e.Name, err)
-		}
-		ex, ok := newExchange(vh, e.Name, e.Type, true, e.AutoDelete, e.Internal, args)
-		if !ok {
-			return fmt.Errorf("exchange %q has unknown type %q", e.Name, e.Type)
-		}
-		if aerr := configureExchangeDedup(ex, vh.name); aerr != nil {
-			return aerr
-		}
-		vh.exchanges[e.Name] = ex
-		return nil
-	})
-	if err != nil {
+	if err = loadEach(s, bucketExchanges, s.loadExchange); err != nil {
 		return fail(err)
 	}
 	var loaded []*Queue
-	err = metaEach(s.meta, bucketQueues, func(mq metaQueue) error {
+	err = loadEach(s, bucketQueues, func(mq metaQueue) error {
 		q, err := s.loadQueue(mq)
 		if err == nil && q.qa.stream == nil { // a stream opened its log already
 			loaded = append(loaded, q)
 		}
 		return err
 	})
-	if err == nil {
-		err = openQueueStorage(loaded)
-	}
 	if err != nil {
 		return fail(err)
 	}
-	err = metaEach(s.meta, bucketBindings, func(b metaBinding) error {
-		return s.loadBinding(b)
-	})
+	for q, err := range openQueueStorage(loaded) {
+		s.log.Error("definition skipped: it cannot be loaded", "vhost", q.vhost.name, "queue", q.name, "err", err)
+		q.stopTimers()
+		delete(q.vhost.queues, q.name)
+	}
+	err = loadEach(s, bucketBindings, s.loadBinding)
 	if err != nil {
 		return fail(err)
 	}
@@ -92,6 +76,38 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 		return fail(err)
 	}
 	return users == 0, nil
+}
+
+// loadEach is metaEach for definitions that can be skipped: an error from fn
+// is logged and loading goes on; a record that does not decode stops it.
+func loadEach[T any](s *Server, bucket []byte, fn func(T) error) error {
+	return metaEach(s.meta, bucket, func(t T) error {
+		if err := fn(t); err != nil {
+			s.log.Error("definition skipped: it cannot be loaded", "kind", string(bucket), "err", err)
+		}
+		return nil
+	})
+}
+
+// loadExchange rebuilds a durable exchange from its definition.
+func (s *Server) loadExchange(e metaExchange) error {
+	vh := s.vhosts[e.Vhost]
+	if vh == nil {
+		return fmt.Errorf("exchange %q in unknown vhost %q", e.Name, e.Vhost)
+	}
+	args, err := bytesTable(e.Arguments)
+	if err != nil {
+		return fmt.Errorf("exchange %q arguments: %w", e.Name, err)
+	}
+	ex, ok := newExchange(vh, e.Name, e.Type, true, e.AutoDelete, e.Internal, args)
+	if !ok {
+		return fmt.Errorf("exchange %q has unknown type %q", e.Name, e.Type)
+	}
+	if aerr := configureExchangeDedup(ex, vh.name); aerr != nil {
+		return fmt.Errorf("exchange %q: %w", e.Name, aerr)
+	}
+	vh.exchanges[e.Name] = ex
+	return nil
 }
 
 // loadQueue rebuilds a durable queue from its definition; its index is
@@ -121,11 +137,13 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 
 // openQueueStorage opens the indexes of recovered queues on a bounded pool
 // of goroutines: after a crash each index is scanned, and queues recover in
-// parallel rather than one after another.
-func openQueueStorage(queues []*Queue) error {
+// parallel rather than one after another. It returns the queues whose index
+// did not open, with the error.
+func openQueueStorage(queues []*Queue) map[*Queue]error {
 	workers := min(len(queues), 2*runtime.GOMAXPROCS(0))
 	next := make(chan *Queue)
-	errs := make(chan error, len(queues))
+	var mu sync.Mutex
+	failed := make(map[*Queue]error)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -133,7 +151,9 @@ func openQueueStorage(queues []*Queue) error {
 			defer wg.Done()
 			for q := range next {
 				if err := q.openStorage(); err != nil {
-					errs <- fmt.Errorf("queue %q: %w", q.name, err)
+					mu.Lock()
+					failed[q] = err
+					mu.Unlock()
 				}
 			}
 		}()
@@ -143,12 +163,7 @@ func openQueueStorage(queues []*Queue) error {
 	}
 	close(next)
 	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	return errors.Join(all...)
+	return failed
 }
 
 func (s *Server) loadBinding(b metaBinding) error {

@@ -654,7 +654,7 @@ func (vh *Vhost) storePolicy(p Policy, operator bool) error {
 // loadPolicies restores the policies in meta.db and applies them to the
 // queues and exchanges loaded before them. loadDefinitions calls it last.
 func (s *Server) loadPolicies() error {
-	err := metaEach(s.meta, bucketPolicies, func(mp metaPolicy) error {
+	err := loadEach(s, bucketPolicies, func(mp metaPolicy) error {
 		vh := s.vhosts[mp.Vhost]
 		if vh == nil {
 			return fmt.Errorf("policy %q in unknown vhost %q", mp.Name, mp.Vhost)

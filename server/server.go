@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"runtime/metrics"
 	"sort"
 	"sync"
@@ -112,13 +113,8 @@ func New(cfg Config) (*Server, error) {
 // user is created only on first boot, as in RabbitMQ: deleting guest is final.
 func (s *Server) applyConfigDefinitions(firstBoot bool) error {
 	cfg := &s.cfg
-	if _, err := s.addVhost(cfg.DefaultVhost); err != nil {
-		return err
-	}
-	for _, v := range cfg.Vhosts {
-		if _, err := s.addVhost(v); err != nil {
-			return err
-		}
+	for _, v := range append([]string{cfg.DefaultVhost}, cfg.Vhosts...) {
+		s.addConfiguredVhost(v)
 	}
 	loopback := make(map[string]bool)
 	for _, u := range cfg.LoopbackUsers {
@@ -135,8 +131,8 @@ func (s *Server) applyConfigDefinitions(firstBoot bool) error {
 			return fmt.Errorf("server: %w", err)
 		}
 		for vh, p := range u.Permissions {
-			if _, err := s.addVhost(vh); err != nil {
-				return err
+			if !s.addConfiguredVhost(vh) {
+				continue
 			}
 			if err := s.users.setPermission(u.Name, vh, p); err != nil {
 				return fmt.Errorf("server: %w", err)
@@ -152,6 +148,17 @@ func (s *Server) applyConfigDefinitions(firstBoot bool) error {
 		}
 	}
 	return nil
+}
+
+// addConfiguredVhost creates a vhost the configuration names. One that
+// cannot be created (its files do not open) is logged and left out, like a
+// stored definition that cannot be loaded: the broker serves the others.
+func (s *Server) addConfiguredVhost(name string) bool {
+	if _, err := s.addVhost(name); err != nil {
+		s.log.Error("vhost skipped: it cannot be created", "vhost", name, "err", err)
+		return false
+	}
+	return true
 }
 
 func (s *Server) closeMeta() {
@@ -338,6 +345,21 @@ func (s *Server) openVhostStorage(vh *Vhost) error {
 	return nil
 }
 
+// closeVhostStorage stops and closes the stores of a vhost that holds no
+// queues yet (one whose creation failed).
+func (s *Server) closeVhostStorage(vh *Vhost) {
+	for _, st := range []*vhostStorage{vh.transient, vh.storage} {
+		if st == nil {
+			continue
+		}
+		st.stop()
+		if err := st.store.Close(); err != nil {
+			vh.log.Error("closing the message store of a vhost that could not be created", "err", err)
+		}
+	}
+	vh.storage, vh.transient = nil, nil
+}
+
 // clock returns the time in unix milliseconds from a coarse clock ticking
 // every clockTick, so stamping each delivery costs no time.Now call.
 func (s *Server) clock() int64 {
@@ -367,24 +389,48 @@ func (s *Server) tickClock() {
 // AddVhost creates a vhost if it does not exist (durably) and returns it.
 func (s *Server) AddVhost(name string) (*Vhost, error) { return s.addVhost(name) }
 
+// addVhost creates a vhost: its files first, then its record in meta.db, so
+// a vhost whose files cannot be made is never saved (a saved vhost the next
+// start cannot open would be skipped, and its name stuck). When the record
+// cannot be written, the files just made are removed again.
 func (s *Server) addVhost(name string) (*Vhost, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if vh := s.vhosts[name]; vh != nil {
 		return vh, nil
 	}
-	if s.meta != nil {
-		if err := s.meta.put(bucketVhosts, []byte(name), metaVhost{Name: name}); err != nil {
-			return nil, fmt.Errorf("server: storing vhost %q: %w", name, err)
-		}
-	}
 	vh := newVhost(name, s.meta, s.log.With("vhost", name))
 	vh.maxQueues = s.cfg.MaxQueuesPerVhost
+	var existed bool
+	if s.cfg.DataDir != "" {
+		_, err := os.Lstat(vhostDir(s.cfg.DataDir, name))
+		existed = err == nil
+	}
 	if err := s.openVhostStorage(vh); err != nil {
-		return nil, err
+		return nil, errors.Join(err, s.undoVhostFiles(vh, existed))
+	}
+	if s.meta != nil {
+		if err := s.meta.put(bucketVhosts, []byte(name), metaVhost{Name: name}); err != nil {
+			err = fmt.Errorf("server: storing vhost %q: %w", name, err)
+			s.closeVhostStorage(vh)
+			return nil, errors.Join(err, s.undoVhostFiles(vh, existed))
+		}
 	}
 	s.vhosts[name] = vh
 	return vh, nil
+}
+
+// undoVhostFiles removes the directory a failed vhost create made. A
+// directory that was there before is left alone: it may hold the files of a
+// vhost meta.db has and this start skipped.
+func (s *Server) undoVhostFiles(vh *Vhost, existed bool) error {
+	if s.cfg.DataDir == "" || existed {
+		return nil
+	}
+	if err := os.RemoveAll(vhostDir(s.cfg.DataDir, vh.name)); err != nil {
+		return fmt.Errorf("server: removing the files of vhost %q that could not be created: %w", vh.name, err)
+	}
+	return nil
 }
 
 // Vhost returns the named vhost or nil.
