@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -86,11 +85,30 @@ func openMeta(dir string) (*metaStore, error) {
 		return nil, fmt.Errorf("%w: %v", ErrMetaUnreadable, err)
 	}
 	path := filepath.Join(dir, "meta.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := openCheckedBolt(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v (if the file is damaged, restore it from a backup or move it aside to start with empty definitions)", ErrMetaUnreadable, path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	if err := createBuckets(db); err != nil {
+		return nil, errors.Join(fmt.Errorf("%w: %s: %v", ErrMetaUnreadable, path, err), db.Close())
+	}
+	return &metaStore{db: db}, nil
+}
+
+// createBuckets creates the buckets a new meta.db lacks; an existing one is
+// not written to.
+func createBuckets(db *bolt.DB) error {
+	missing := false
+	err := db.View(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			missing = missing || tx.Bucket(b) == nil
+		}
+		return nil
+	})
+	if err != nil || !missing {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -98,11 +116,6 @@ func openMeta(dir string) (*metaStore, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrMetaUnreadable, path, err)
-	}
-	return &metaStore{db: db}, nil
 }
 
 func (m *metaStore) close() error { return m.db.Close() }
@@ -119,7 +132,7 @@ func metaKey(parts ...string) []byte {
 }
 
 func (m *metaStore) put(bucket []byte, key []byte, v any) error {
-	val, err := encodeRecord(v)
+	val, err := encodeRecord(key, v)
 	if err != nil {
 		return err
 	}
@@ -159,7 +172,7 @@ func metaEach[T any](m *metaStore, bucket []byte, fn func(T) error) error {
 	return m.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
 			var t T
-			if err := decodeRecord(v, &t); err != nil {
+			if err := decodeRecord(k, v, &t); err != nil {
 				return fmt.Errorf("%s %q: %w", bucket, k, err)
 			}
 			if kr, ok := any(&t).(keyedRecord); ok {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -18,12 +20,34 @@ import (
 // object keyed by the fields' JSON names. Records of valid names are as they
 // always were.
 
+// A record ends with a newline and the CRC-32C of its key and its JSON, in
+// 8 hex digits: bbolt sums only its meta pages, and a flipped byte in a
+// record that still decodes would load a wrong definition. Records written
+// before the sum existed have none and are read as they are; a flip cannot
+// make a summed record look like one of those, as the JSON would then end
+// in a stray word.
+const sumLen = 1 + 8
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func recordSum(key, js []byte) uint32 {
+	return crc32.Update(crc32.Checksum(key, castagnoli), castagnoli, js)
+}
+
 // rawField is the JSON member that holds the exact bytes of invalid UTF-8
 // string fields.
 const rawField = "_raw"
 
-// encodeRecord encodes a record struct for meta.db.
-func encodeRecord(v any) ([]byte, error) {
+// encodeRecord encodes a record struct for meta.db under key.
+func encodeRecord(key []byte, v any) ([]byte, error) {
+	js, err := recordJSON(v)
+	if err != nil {
+		return nil, err
+	}
+	return fmt.Appendf(js, "\n%08x", recordSum(key, js)), nil
+}
+
+func recordJSON(v any) ([]byte, error) {
 	val, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -52,9 +76,19 @@ func encodeRecord(v any) ([]byte, error) {
 	return json.Marshal(obj)
 }
 
-// decodeRecord decodes a meta.db record into the struct t points to,
-// restoring the exact bytes of its invalid UTF-8 fields.
-func decodeRecord(val []byte, t any) error {
+// decodeRecord checks the sum of a meta.db record and decodes it into the
+// struct t points to, restoring the exact bytes of its invalid UTF-8 fields.
+func decodeRecord(key, val []byte, t any) error {
+	if n := len(val) - sumLen; n >= 0 && val[n] == '\n' {
+		want, err := strconv.ParseUint(string(val[n+1:]), 16, 32)
+		if err != nil {
+			return fmt.Errorf("record checksum %q: %w", val[n+1:], err)
+		}
+		if got := recordSum(key, val[:n]); got != uint32(want) {
+			return fmt.Errorf("record checksum mismatch (%08x, stored %08x): the record is damaged", got, want)
+		}
+		val = val[:n]
+	}
 	if err := json.Unmarshal(val, t); err != nil {
 		return err
 	}

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bytes"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -91,16 +95,46 @@ func TestDeletedDefaultUserStaysDeleted(t *testing.T) {
 }
 
 func TestUnreadableMetadataStopsStartup(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "meta.db"), []byte("this is not a bbolt file"), 0o600); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name     string
+		contents []byte
+	}{
+		{"not a bbolt file", []byte("this is not a bbolt file")},
+		{"empty", nil}, // bbolt alone would make it a new store: a first boot with guest again
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "meta.db")
+			if err := os.WriteFile(path, tc.contents, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			expectMetaUnreadable(t, dir)
+			if b, err := os.ReadFile(path); err != nil || !bytes.Equal(b, tc.contents) {
+				t.Fatalf("a failed start changed meta.db: %q, %v", b, err)
+			}
+		})
 	}
+}
+
+// metaTestConfig is a broker configuration on dir that is never started.
+func metaTestConfig(dir string) Config {
 	cfg := DefaultConfig()
 	cfg.AMQPListen = "127.0.0.1:0"
 	cfg.DataDir = dir
-	if _, err := New(cfg); err == nil {
-		t.Fatal("started with a corrupt meta.db")
-	} else if !errorsIs(err, ErrMetaUnreadable) {
-		t.Fatalf("error %v does not wrap ErrMetaUnreadable", err)
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	return cfg
+}
+
+// expectMetaUnreadable checks that a broker on dir refuses to start with
+// ErrMetaUnreadable, naming the file.
+func expectMetaUnreadable(t *testing.T, dir string) {
+	t.Helper()
+	s, err := New(metaTestConfig(dir))
+	if err == nil {
+		s.Close()
+		t.Fatal("started over an unreadable meta.db")
+	}
+	if !errorsIs(err, ErrMetaUnreadable) || !strings.Contains(err.Error(), filepath.Join(dir, "meta.db")) {
+		t.Fatalf("error %q does not wrap ErrMetaUnreadable or name the file", err)
 	}
 }
