@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // The data directory (layout 2):
@@ -30,7 +31,7 @@ import (
 // a directory as unlikely as a collision of the hash; the .name file inside
 // (as RabbitMQ keeps a .vhost file in its hashed vhost directories) lets a
 // person see whose directory it is, and is checked at every open so a
-// directory copied under another name is refused instead of mixed up.
+// directory moved under another name is refused instead of mixed up.
 // Layout 1 percent-encoded the names; migrateLayout moves it to layout 2.
 
 // layoutVersion is what data/layout holds once the vhosts directory is in
@@ -52,34 +53,39 @@ func vhostDir(dataDir, vhost string) string {
 }
 
 // makeNamedDir creates dir (and its parents) for name, records the name in
-// it, and refuses a directory that records another name.
+// it, and refuses a directory that records another name. The record is not
+// synced: it is rewritten whenever it is missing, or cut short (a prefix of
+// the name, as a crash may leave it on some file systems), and what it
+// guards against (a directory moved by hand, a SHA-256 collision) does not
+// come from a crash.
 func makeNamedDir(dir, name string) error {
 	path := filepath.Join(dir, nameFile)
 	got, err := os.ReadFile(path)
 	switch {
 	case err == nil && string(got) == name:
 		return nil
-	case err == nil:
+	case err == nil && !strings.HasPrefix(name, string(got)):
 		return fmt.Errorf("directory %s belongs to %q, not %q (see its %s file)", dir, got, name, nameFile)
-	case !errors.Is(err, os.ErrNotExist):
+	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, []byte(name))
+	return writeFileAtomic(path, []byte(name), false)
 }
 
-// writeFileAtomic writes data to path through a synced temporary file and a
-// rename, so a crash leaves either no file or the whole of it.
-func writeFileAtomic(path string, data []byte) error {
+// writeFileAtomic writes data to path through a temporary file and a
+// rename, so readers see the old file or the new one; with sync set the new
+// file and the rename are durable when it returns.
+func writeFileAtomic(path string, data []byte, sync bool) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -90,6 +96,9 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	if err != nil {
 		return errors.Join(err, removeIfExists(tmp))
+	}
+	if !sync {
+		return nil
 	}
 	return syncDir(filepath.Dir(path))
 }

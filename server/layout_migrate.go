@@ -68,7 +68,7 @@ func migrateLayout(dataDir string, meta *metaStore, log *slog.Logger) error {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dataDir, "layout"), []byte(layoutVersion+"\n"))
+	return writeFileAtomic(filepath.Join(dataDir, "layout"), []byte(layoutVersion+"\n"), true)
 }
 
 // durableQueueNames maps every vhost in meta.db to its durable queues' names.

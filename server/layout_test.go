@@ -164,3 +164,19 @@ func TestLayout1MoveInterruptedAtEveryStep(t *testing.T) {
 	}
 	checkLayout1Data(t, dir)
 }
+
+func TestNamedDirRefusesAnotherName(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), nameDir("a"))
+	must(t, makeNamedDir(dir, "a"))
+	if err := makeNamedDir(dir, "b"); err == nil || !strings.Contains(err.Error(), `belongs to "a"`) {
+		t.Fatalf("a directory recording another name: %v", err)
+	}
+	// A record cut short, as a crash may leave it, is written again.
+	long := filepath.Join(t.TempDir(), nameDir("abc"))
+	must(t, os.MkdirAll(long, 0o755))
+	must(t, os.WriteFile(filepath.Join(long, nameFile), []byte("ab"), 0o644))
+	must(t, makeNamedDir(long, "abc"))
+	if b, err := os.ReadFile(filepath.Join(long, nameFile)); err != nil || string(b) != "abc" {
+		t.Fatalf("name record after a rewrite: %q, %v", b, err)
+	}
+}
