@@ -99,6 +99,7 @@ func TestHostileQueueNamesKeepOtherQueuesData(t *testing.T) {
 			}
 		}
 	}
+	checkDirNames(t, dir)
 	_, ch2 := ts2.channel(t)
 	m := getOne(t, ch2, "names\xff\xfe")
 	if string(m.Body) != "names\xff\xfe0" {
@@ -138,6 +139,7 @@ func TestHostileVhostNamesKeepOtherVhostsData(t *testing.T) {
 			t.Fatalf("vhost %q: queue has %d ready after restart, want 1", name, n)
 		}
 	}
+	checkDirNames(t, dir)
 	for _, name := range []string{".", ".."} {
 		must(t, ts2.DeleteVhost(name))
 	}
@@ -156,6 +158,32 @@ func TestHostileVhostNamesKeepOtherVhostsData(t *testing.T) {
 		}
 		if n := readyAfterRestart(t, ts3, name, "q"); n != 1 {
 			t.Fatalf("vhost %q: queue has %d ready after the deletes, want 1", name, n)
+		}
+	}
+}
+
+// checkDirNames checks that every vhost, queue and stream directory under
+// dir is a nameDir: 64 digits and lowercase letters, so no two of them can
+// be one directory on a case-insensitive file system either.
+func checkDirNames(t *testing.T, dir string) {
+	t.Helper()
+	vhosts, err := os.ReadDir(filepath.Join(dir, "vhosts"))
+	must(t, err)
+	for _, v := range vhosts {
+		if !isNameDir(v.Name()) {
+			t.Fatalf("vhost directory %q", v.Name())
+		}
+		for _, sub := range []string{"queues", "streams"} {
+			ents, err := os.ReadDir(filepath.Join(dir, "vhosts", v.Name(), sub))
+			if os.IsNotExist(err) {
+				continue
+			}
+			must(t, err)
+			for _, e := range ents {
+				if !isNameDir(e.Name()) {
+					t.Fatalf("%s directory %q", sub, e.Name())
+				}
+			}
 		}
 	}
 }
