@@ -94,6 +94,30 @@ func stripRawNames(t *testing.T, path string) {
 	}))
 }
 
+// expectAllRecordsSummed checks that every record of meta.db at path ends
+// in its sum: records of an older broker get theirs at the first start.
+func expectAllRecordsSummed(t *testing.T, path string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	must(t, err)
+	defer db.Close()
+	n := 0
+	must(t, db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return b.ForEach(func(k, v []byte) error {
+				n++
+				if !hasSum(v) {
+					t.Errorf("%s %q has no sum: %s", name, k, v)
+				}
+				return nil
+			})
+		})
+	}))
+	if n == 0 {
+		t.Fatal("meta.db holds no records")
+	}
+}
+
 // checkLayout1Data checks that every message fillLayout1 stored is back,
 // under the vhost's and queue's exact names, in layout 2.
 func checkLayout1Data(t *testing.T, dir string) {
@@ -125,6 +149,7 @@ func TestLayout1DataDirectoryMoves(t *testing.T) {
 		t.Fatalf("the test did not build layout 1: %v", err)
 	}
 	checkLayout1Data(t, dir)
+	expectAllRecordsSummed(t, filepath.Join(dir, "meta.db"))
 	// Nothing of layout 1 is left, and the next start moves nothing.
 	ents, err := os.ReadDir(filepath.Join(dir, "vhosts"))
 	must(t, err)

@@ -89,7 +89,11 @@ func openMeta(dir string) (*metaStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v (if the file is damaged, restore it from a backup or move it aside to start with empty definitions)", ErrMetaUnreadable, path, err)
 	}
-	if err := createBuckets(db); err != nil {
+	err = createBuckets(db)
+	if err == nil {
+		err = sumLegacyRecords(db)
+	}
+	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%w: %s: %v", ErrMetaUnreadable, path, err), db.Close())
 	}
 	return &metaStore{db: db}, nil

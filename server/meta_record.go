@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // meta.db keeps each definition as a JSON object. JSON strings are UTF-8,
@@ -32,6 +34,49 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func recordSum(key, js []byte) uint32 {
 	return crc32.Update(crc32.Checksum(key, castagnoli), castagnoli, js)
+}
+
+// hasSum reports whether a stored record ends in a sum.
+func hasSum(val []byte) bool {
+	n := len(val) - sumLen
+	return n >= 0 && val[n] == '\n'
+}
+
+// sumLegacyRecords gives every record written before records had sums its
+// sum, in one transaction, so the definitions of an older data directory
+// are guarded from then on. Only a record that is valid JSON is summed: a
+// damaged summed record never is, and stays damaged.
+func sumLegacyRecords(db *bolt.DB) error {
+	type record struct{ k, v []byte }
+	var legacy map[string][]record
+	err := db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return b.ForEach(func(k, v []byte) error {
+				if v != nil && !hasSum(v) && json.Valid(v) {
+					if legacy == nil {
+						legacy = make(map[string][]record)
+					}
+					js := append([]byte(nil), v...)
+					legacy[string(name)] = append(legacy[string(name)], record{append([]byte(nil), k...), fmt.Appendf(js, "\n%08x", recordSum(k, js))})
+				}
+				return nil
+			})
+		})
+	})
+	if err != nil || legacy == nil {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		for name, recs := range legacy {
+			b := tx.Bucket([]byte(name))
+			for _, r := range recs {
+				if err := b.Put(r.k, r.v); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // rawField is the JSON member that holds the exact bytes of invalid UTF-8
@@ -79,7 +124,7 @@ func recordJSON(v any) ([]byte, error) {
 // decodeRecord checks the sum of a meta.db record and decodes it into the
 // struct t points to, restoring the exact bytes of its invalid UTF-8 fields.
 func decodeRecord(key, val []byte, t any) error {
-	if n := len(val) - sumLen; n >= 0 && val[n] == '\n' {
+	if n := len(val) - sumLen; hasSum(val) {
 		want, err := strconv.ParseUint(string(val[n+1:]), 16, 32)
 		if err != nil {
 			return fmt.Errorf("record checksum %q: %w", val[n+1:], err)
