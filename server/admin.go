@@ -1028,15 +1028,11 @@ func (s *Server) Publish(vhost string, p Publishing) (routed bool, err error) {
 	}
 	stats := MessageCounters{Publish: 1}
 	defer func() { s.admin.account(vhost, stats) }()
-	if ex.isDuplicate(m) {
+	res := vh.publish(&publishing{r: newRouter(), ex: ex, m: m, ttl: m.ttl, srv: s})
+	if res.duplicate {
 		return false, nil
 	}
-	if ex.name == "" && s.deliverReply(m) {
-		routed = true
-	}
-	if enqueueAll(vh, m, newRouter().route(ex, m), m.ttl).routed {
-		routed = true
-	}
+	routed = res.routed
 	if routed {
 		ex.stats.publishOut.inc()
 	} else {

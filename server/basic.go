@@ -2,7 +2,6 @@ package server
 
 import (
 	"github.com/warrenmq/warren/amqp"
-	"github.com/warrenmq/warren/msgstore"
 )
 
 // startPublish validates basic.publish; the message completes with its content.
@@ -112,163 +111,44 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 		ch.publishSeq++
 		seq = ch.publishSeq
 	}
-	if ex.isDuplicate(m) {
-		// A duplicate is confirmed but not enqueued; earlier publishes still
-		// in the store batch get their confirms registered first.
-		ch.conn.flushStores()
+	p := publishing{r: ch.router, ex: ex, m: m, ttl: m.ttl, srv: ch.conn.srv, batch: ch}
+	res := ch.conn.vhost.publish(&p)
+	clear(ch.router.queues)
+	if res.duplicate { // confirmed but not enqueued
 		if ch.confirm {
 			ch.settleConfirm(seq, confirmAck)
 		}
 		return
 	}
-	routed := false
-	if ex.name == "" && ch.conn.srv.deliverReply(m) {
-		routed = true
-	}
-	queues := ch.router.route(ex, m)
-	var sp *streamPublish // nil unless a stream is among the queues
-	if hasStream(queues) {
-		var p streamPublish
-		queues, p = publishToStreams(queues, m)
-		sp = &p
-	}
-	if sp == nil && !routed && ch.canDeferStore(m, queues) {
-		// Stored with the rest of this socket read (store_batch.go); it
-		// has durable targets, so it counts as routed now.
-		ch.conn.deferStore(ch, m, queues, seq)
-		clear(ch.router.queues)
-		ex.stats.publishOut.inc()
-		ch.stats.unroutable(true, mandatory)
-		return
-	}
-	ch.conn.flushStores() // what was deferred reaches the queues first
-	res := enqueueAll(ch.conn.vhost, m, queues, m.ttl)
-	clear(ch.router.queues)
-	if res.routed || (sp != nil && sp.routed()) {
-		routed = true
-	}
-	if routed {
+	if res.routed {
 		ex.stats.publishOut.inc()
 	} else if mandatory {
 		ch.sendReturn(m, amqp.NoRoute, "NO_ROUTE")
 	}
-	ch.stats.unroutable(routed, mandatory)
-	if ch.confirm {
-		switch {
-		case sp != nil && sp.failed:
-			ch.settleConfirm(seq, confirmNack)
-		case sp != nil && len(sp.logs) > 0 && !res.rejected:
-			ch.awaitStreams(seq, *sp, res.stored)
-		default:
-			ch.confirmRouted(seq, res)
-		}
+	ch.stats.unroutable(res.routed, mandatory)
+	if !res.deferred { // a held publish is confirmed when the batch flushes
+		ch.confirmRouted(seq, res)
 	}
 }
 
 // confirmRouted settles publish seq (in confirm mode) by what its queues did:
-// nack when one refused it, ack once stored copies are durable, else ack.
+// nack when one refused it or a stream append failed, ack once stored copies
+// and stream appends are durable, else ack.
 func (ch *channel) confirmRouted(seq uint64, res routeResult) {
 	if !ch.confirm {
 		return
 	}
 	switch {
-	case res.rejected:
+	case res.rejected, res.streams.failed:
 		ch.settleConfirm(seq, confirmNack)
+	case len(res.streams.logs) > 0:
+		ch.awaitStreams(seq, res.streams, res.stored)
 	case res.stored:
 		ch.confirms.add(seq, confirmWaiting)
 		ch.conn.vhost.storage.await(ch, seq)
 	default:
 		ch.settleConfirm(seq, confirmAck)
 	}
-}
-
-// hasStream reports whether a stream queue is among queues.
-func hasStream(queues []*Queue) bool {
-	for _, q := range queues {
-		if q.qa.stream != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// routeResult sums up what the queues did with a message.
-type routeResult struct {
-	routed, rejected, stored bool
-}
-
-// enqueueAll hands m to queues. A message that is persistent, or bound for a
-// durable queue that pages to disk, is written to the vhost's message store
-// once, with one reference per durable queue taking it.
-func enqueueAll(vh *Vhost, m *Message, queues []*Queue, ttl int64) routeResult {
-	var res routeResult
-	if vh.storage != nil {
-		for _, q := range queues {
-			// isDurable first: a transient queue's index is set later, under its lock.
-			if isDurable(q) && q.index != nil {
-				return enqueueStored(vh, m, queues, ttl)
-			}
-		}
-	}
-	// No durable queue among the targets: nothing to store.
-	for _, q := range queues {
-		res.add(q.enqueue(m, ttl, false, msgstore.Loc{}), false)
-	}
-	return res
-}
-
-func (r *routeResult) add(e enqueueResult, stored bool) {
-	switch e {
-	case enqueued:
-		r.routed = true
-		r.stored = r.stored || stored
-	case enqueueDuplicate:
-		r.routed = true
-	case enqueueRejected:
-		r.routed, r.rejected = true, true
-	}
-}
-
-// enqueueStored is enqueueAll when durable queues are among the targets.
-func enqueueStored(vh *Vhost, m *Message, queues []*Queue, ttl int64) routeResult {
-	var res routeResult
-	// Decide once per queue whether it takes a stored copy, so the reference
-	// count given to the store matches the queues that hold one.
-	var small [8]bool
-	store := small[:0]
-	if len(queues) > len(small) {
-		store = make([]bool, 0, len(queues))
-	}
-	refs := 0
-	persistent := m.Persistent()
-	for _, q := range queues {
-		// Durable queues share one stored copy; a transient queue that pages
-		// stores its own copy in the transient store (Queue.enqueueLocked).
-		s := isDurable(q) && q.index != nil && (persistent || q.paging.Load())
-		store = append(store, s)
-		if s {
-			refs++
-		}
-	}
-	var loc msgstore.Loc
-	if refs > 0 {
-		var err error
-		loc, err = vh.storage.put(m, refs)
-		vh.storage.noteWrite(err)
-		if err != nil {
-			res.rejected = true
-			refs = 0
-			// Without the store the message still reaches transient queues.
-		}
-	}
-	for i, q := range queues {
-		stored := refs > 0 && store[i]
-		if res.rejected && store[i] {
-			continue // the durable copy failed: do not take it in memory only
-		}
-		res.add(q.enqueue(m, ttl, stored, loc), stored)
-	}
-	return res
 }
 
 func (ch *channel) sendReturn(m *Message, code uint16, text string) {

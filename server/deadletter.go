@@ -49,7 +49,7 @@ func (q *Queue) publishDeadLetters(dead []deadLetter) {
 	if ex == nil {
 		return
 	}
-	r := newRouter()
+	p := publishing{r: newRouter(), ex: ex, ttl: -1}
 	for _, d := range dead {
 		m, err := q.deadLetterMessage(d, &qa)
 		if err != nil {
@@ -57,15 +57,11 @@ func (q *Queue) publishDeadLetters(dead []deadLetter) {
 			q.vhost.log.Error("dead-lettering: undecodable properties; message dropped", "queue", q.name, "err", err)
 			continue
 		}
-		targets := r.route(ex, m)
-		kept := targets[:0]
-		for _, t := range targets {
-			if d.reason != reasonRejected && isDeadLetterCycle(m, t.name) {
-				continue
-			}
-			kept = append(kept, t)
+		p.m, p.keep = m, nil
+		if d.reason != reasonRejected {
+			p.keep = func(t *Queue) bool { return !isDeadLetterCycle(m, t.name) }
 		}
-		enqueueAll(q.vhost, m, kept, -1)
+		q.vhost.publish(&p)
 		q.stats.deadLetterd.inc()
 	}
 }

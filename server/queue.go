@@ -23,9 +23,13 @@ type Queue struct {
 	exclusive  bool
 	autoDelete bool
 	args       amqp.Table
-	qa         queueArgs
-	owner      *conn // the declaring connection of an exclusive queue
-	created    time.Time
+	// typ is what differs by kind of queue (queue_type.go); fixed at declare.
+	typ queueType
+	// qa are the effective arguments: declared, merged with policies.
+	// Replaced by reconfigure under mu, and read under mu.
+	qa      queueArgs
+	owner   *conn // the declaring connection of an exclusive queue
+	created time.Time
 
 	mu      sync.Mutex
 	ready   readySet
@@ -107,7 +111,7 @@ type consumer struct {
 func newQueue(vh *Vhost, name string, durable, exclusive, autoDelete bool, args amqp.Table, qa queueArgs, owner *conn) *Queue {
 	q := &Queue{
 		name: name, vhost: vh, durable: durable, exclusive: exclusive, autoDelete: autoDelete,
-		args: args, qa: qa, owner: owner, created: time.Now(), lastUsed: time.Now(),
+		args: args, typ: typeOf(&qa), qa: qa, owner: owner, created: time.Now(), lastUsed: time.Now(),
 		bindings: make(map[bindingKey]struct{}), ready: newReadySet(qa.maxPriority),
 	}
 	q.consumerTimeout.Store(int64(qa.consumerTimeout))

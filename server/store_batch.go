@@ -52,21 +52,29 @@ type storeBatch struct {
 	locs   []msgstore.Loc
 }
 
-// canDeferStore reports whether routing m to queues can wait for the end of
-// the read: the channel is not transactional and a durable queue among
-// queues will store m (it is persistent, or the queue pages).
-func (ch *channel) canDeferStore(m *Message, queues []*Queue) bool {
+// holdForStore is the channel's storeDeferrer: it defers routing m to
+// queues to the end of the read when the channel is not transactional and a
+// queue among queues will store m.
+func (ch *channel) holdForStore(m *Message, queues []*Queue) bool {
 	if ch.tx != nil || ch.conn.vhost.storage == nil {
 		return false
 	}
-	persistent := m.Persistent()
 	for _, q := range queues {
-		if isDurable(q) && q.index != nil && (persistent || q.paging.Load()) {
+		if q.typ.takesStoredCopy(q, m) {
+			var seq uint64
+			if ch.confirm {
+				seq = ch.publishSeq
+			}
+			ch.conn.deferStore(ch, m, queues, seq)
 			return true
 		}
 	}
 	return false
 }
+
+// flushStores is the channel's storeDeferrer: the connection's batch is
+// flushed, since it holds the publishes of every channel of the connection.
+func (ch *channel) flushStores() { ch.conn.flushStores() }
 
 // deferStore queues m (routed to queues, confirm sequence seq) in the
 // connection's batch, flushing first when the batch is full.
@@ -104,12 +112,11 @@ func (c *conn) flushStores() {
 	b.recs, b.refs, b.store = b.recs[:0], b.refs[:0], b.store[:0]
 	for i := range b.items {
 		it := &b.items[i]
-		persistent := it.m.Persistent()
 		it.refs = 0
 		for _, q := range b.queues[it.from:it.to] {
 			// Decided once per queue, so the reference count given to the
-			// store matches the queues that hold the copy (as enqueueStored).
-			s := isDurable(q) && q.index != nil && (persistent || q.paging.Load())
+			// store matches the queues that hold the copy (as deliverTo).
+			s := q.typ.takesStoredCopy(q, it.m)
 			b.store = append(b.store, s)
 			if s {
 				it.refs++
@@ -144,7 +151,7 @@ func (c *conn) flushStores() {
 			if s && !ok {
 				continue
 			}
-			res.add(q.enqueue(it.m, it.m.ttl, s && ok, loc), s && ok)
+			res.add(q.typ.accept(q, it.m, it.m.ttl, s && ok, loc))
 		}
 		it.ch.confirmRouted(it.seq, res)
 	}

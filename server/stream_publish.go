@@ -7,52 +7,12 @@ import (
 )
 
 // streamPublish is what publishing one message did to the stream queues it
-// was routed to.
+// was routed to (streamType.accept).
 type streamPublish struct {
 	logs    []*msgstore.Log // the streams appended to
 	offsets []uint64        // and the offsets they gave
 	failed  bool            // an append failed: the confirm is a nack
 }
-
-// publishToStreams appends m to every stream queue among queues and returns
-// the other queues (filtered in place). It does nothing and allocates nothing
-// when no stream is among them.
-func publishToStreams(queues []*Queue, m *Message) ([]*Queue, streamPublish) {
-	var sp streamPublish
-	has := false
-	for _, q := range queues {
-		if q.qa.stream != nil {
-			has = true
-			break
-		}
-	}
-	if !has {
-		return queues, sp
-	}
-	rest := queues[:0]
-	for _, q := range queues {
-		if q.qa.stream == nil {
-			rest = append(rest, q)
-			continue
-		}
-		s := q.vhost.streams.get(q)
-		if s == nil {
-			continue // deleted meanwhile
-		}
-		off, err := s.append(m)
-		if err != nil {
-			s.logger.Error("stream append failed", "err", err)
-			sp.failed = true
-			continue
-		}
-		sp.logs = append(sp.logs, s.log)
-		sp.offsets = append(sp.offsets, off)
-	}
-	return rest, sp
-}
-
-// routed reports whether some stream took (or tried to take) the message.
-func (sp *streamPublish) routed() bool { return sp.failed || len(sp.logs) > 0 }
 
 // awaitStreams settles confirm seq once every stream append is durable under
 // the flush policy, and, when stored is set, after the vhost's next commit
