@@ -2,6 +2,8 @@ package mgmt
 
 import (
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -307,6 +309,12 @@ func (a *API) getMessages(rq *request) error {
 		return err
 	}
 	msgs, err := a.srv.GetMessages(vh.Name(), q.Name(), int(count), mode)
+	var refused *amqp.Error
+	if errors.As(err, &refused) && refused.Code == amqp.NotImplemented {
+		// A queue type without basic.get (a stream): RabbitMQ answers 400
+		// with the channel error's code and text.
+		return errBadRequest(fmt.Sprintf("%d %s", refused.Code, refused.Text))
+	}
 	if err != nil {
 		return err
 	}

@@ -880,35 +880,25 @@ func (s *Server) GetMessages(vhost, name string, count int, mode GetMode) ([]Got
 		return nil, aerr
 	}
 	count = min(max(count, 0), maxGetCount)
-	q.touch()
 	now := nowMillis()
 	var ds []delivery
 	var out []GotMessage
 	var raw [][]byte
 	var stats MessageCounters
-	q.mu.Lock()
-	for len(ds) < count && !q.deleted {
-		qm, ok := q.takeLocked(&lazyClock{t: now})
-		if !ok {
-			break
-		}
-		q.stats.got.inc()
-		if qm.redelivered {
-			q.stats.redelivered.inc()
+	_, aerr = q.typ.get(q, count, false, func(g gotMessage) {
+		if g.m.redelivered {
 			stats.Redeliver++
 		}
-		q.unacked++
-		q.markDeliveredLocked(&qm)
-		ds = append(ds, delivery{q: q, m: qm, at: now})
-		raw = append(raw, q.deliveryProps(qm))
+		ds = append(ds, delivery{q: q, m: g.m, at: now})
+		raw = append(raw, g.props)
 		out = append(out, GotMessage{
-			Exchange: qm.msg.Exchange, RoutingKey: qm.msg.RoutingKey, Redelivered: qm.redelivered,
-			MessageCount: q.lengthLocked(), Body: qm.msg.Body,
+			Exchange: g.m.msg.Exchange, RoutingKey: g.m.msg.RoutingKey, Redelivered: g.m.redelivered,
+			MessageCount: g.remaining, Body: g.m.msg.Body,
 		})
+	})
+	if aerr != nil {
+		return nil, aerr
 	}
-	dead := q.takeDeadLocked()
-	q.mu.Unlock()
-	q.publishDeadLetters(dead)
 	if len(ds) > 0 {
 		switch mode {
 		case GetAckRequeue, GetRejectRequeue:

@@ -342,61 +342,6 @@ func (ch *channel) serverCancel(c *consumer) {
 	}
 }
 
-func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
-	q, err := ch.readableQueue(m.Queue, m.ID())
-	if err != nil {
-		return err
-	}
-	if q.qa.stream != nil {
-		return amqp.NewError(amqp.NotImplemented, m.ID(), "basic.get not supported by stream queues %s", describeQueue(q.name, q.vhost.name))
-	}
-	q.touch()
-	// The queue lock is held across take and write so a concurrent delivery of a
-	// later message cannot overtake this one on the wire.
-	q.mu.Lock()
-	qm, ok := q.takeLocked(&lazyClock{})
-	if q.deleted || !ok {
-		dead := q.takeDeadLocked()
-		q.mu.Unlock()
-		q.publishDeadLetters(dead)
-		ch.stats.getEmpty.inc()
-		ch.conn.out.sendMethod(ch.id, &amqp.BasicGetEmpty{})
-		return nil
-	}
-	q.stats.got.inc()
-	if qm.redelivered {
-		q.stats.redelivered.inc()
-	}
-	ch.stats.got(m.NoAck, qm.redelivered)
-	if m.NoAck {
-		q.forgetLocked(&qm)
-	} else {
-		q.unacked++
-		q.markDeliveredLocked(&qm)
-	}
-	props := q.deliveryProps(qm)
-	o := ch.conn.out
-	ch.umu.Lock()
-	ch.nextTag++
-	tag := ch.nextTag
-	if !m.NoAck {
-		ch.unacked.push(delivery{tag: tag, q: q, m: qm, at: ch.conn.srv.clock()})
-	}
-	getOk := amqp.BasicGetOk{DeliveryTag: tag, Redelivered: qm.redelivered, Exchange: qm.msg.Exchange, RoutingKey: qm.msg.RoutingKey, MessageCount: uint32(q.ready.len())}
-	o.mu.Lock()
-	if start, ok := o.beginMethodLocked(ch.id); ok {
-		o.buf = getOk.AppendTo(o.buf)
-		o.endWithContentLocked(start, ch.id, ch.conn.frameMax, props, qm.msg.Body)
-	}
-	o.mu.Unlock()
-	ch.umu.Unlock()
-	dead := q.takeDeadLocked()
-	q.mu.Unlock()
-	q.publishDeadLetters(dead)
-	o.signal()
-	return nil
-}
-
 // How settle finishes deliveries.
 type settleKind int
 

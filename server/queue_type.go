@@ -1,11 +1,14 @@
 package server
 
-import "github.com/warrenmq/warren/msgstore"
+import (
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/msgstore"
+)
 
 // queueType is what differs between the kinds of queue on the paths every
 // kind shares: the one publish path (Vhost.publish, for AMQP, the management
-// API and dead-lettering). A classic queue enqueues; a stream appends to its
-// log. A queue's type is
+// API and dead-lettering) and basic.get (AMQP and the management API). A
+// classic queue enqueues; a stream appends to its log. A queue's type is
 // chosen at declare and never changes, so it is read without a lock (the
 // queue's effective arguments, q.qa, change with policies and are read under
 // Queue.mu).
@@ -18,6 +21,9 @@ type queueType interface {
 	// expiration in ms, or -1; stored is set when q holds a reference to the
 	// shared stored copy at loc, which accept takes over.
 	accept(q *Queue, m *Message, ttl int64, stored bool, loc msgstore.Loc) accepted
+	// get takes up to max messages for basic.get, passing each to each, or
+	// refuses with RabbitMQ's error.
+	get(q *Queue, max int, noAck bool, each func(gotMessage)) (int, *amqp.Error)
 }
 
 // typeOf is the type of a queue declared with qa.
@@ -53,6 +59,10 @@ func (classicType) accept(q *Queue, m *Message, ttl int64, stored bool, loc msgs
 	return accepted{res: q.enqueue(m, ttl, stored, loc), stored: stored}
 }
 
+func (classicType) get(q *Queue, max int, noAck bool, each func(gotMessage)) (int, *amqp.Error) {
+	return q.get(max, noAck, each), nil
+}
+
 // streamType is a stream: an append-only log read by offset (stream.go).
 type streamType struct{}
 
@@ -72,4 +82,10 @@ func (streamType) accept(q *Queue, m *Message, _ int64, _ bool, _ msgstore.Loc) 
 		return accepted{res: enqueued, appendFailed: true}
 	}
 	return accepted{res: enqueued, log: s.log, offset: off}
+}
+
+// get refuses: RabbitMQ 3.10 streams have no basic.get (540, which closes
+// the connection; the management API answers 400 with the same text).
+func (streamType) get(q *Queue, _ int, _ bool, _ func(gotMessage)) (int, *amqp.Error) {
+	return 0, amqp.NewError(amqp.NotImplemented, methodBasicGet, "basic.get not supported by stream queues %s", describeQueue(q.name, q.vhost.name))
 }
