@@ -286,7 +286,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) *amqp.Error {
 	if perr != nil {
 		return perr
 	}
-	if q.qa.stream != nil {
+	if q.isStream() {
 		return ch.consumeStream(q, m, tag, prio)
 	}
 	c := &consumer{tag: tag, ch: ch, q: q, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.consumerPrefetch, args: m.Arguments, priority: prio}
@@ -314,7 +314,7 @@ func (ch *channel) basicCancel(m *amqp.BasicCancel) *amqp.Error {
 	c := ch.consumers[m.ConsumerTag]
 	delete(ch.consumers, m.ConsumerTag)
 	ch.cmu.Unlock()
-	if c != nil && c.q.qa.stream != nil {
+	if c != nil && c.q.isStream() {
 		ch.cancelStream(c)
 	}
 	if c != nil && c.q.removeConsumer(c) {
@@ -384,7 +384,7 @@ func (ch *channel) applySettle(ds []delivery, kind settleKind) {
 		}
 		run := ds[i:j]
 		ch.releaseGlobal(run)
-		if run[0].q.qa.stream != nil {
+		if run[0].q.isStream() {
 			ch.settleStream(run, kind)
 		} else if kind == settleRequeue {
 			run[0].q.requeue(run)

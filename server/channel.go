@@ -143,7 +143,7 @@ func (ch *channel) shutdown() {
 	}
 	ch.cmu.Unlock()
 	for _, c := range cs {
-		if c.q.qa.stream != nil {
+		if c.q.isStream() {
 			ch.cancelStream(c) // stops its reader now rather than at its next poll
 			continue
 		}

@@ -567,7 +567,7 @@ func (vh *Vhost) reapplyPolicies(before, after *policySet) {
 		if equalDefinitions(old, now) {
 			continue
 		}
-		if q.qa.stream != nil { // set at declare and never replaced for a stream
+		if q.isStream() { // set at declare and never replaced for a stream
 			vh.applyStreamPolicy(q, now)
 			continue
 		}
@@ -583,7 +583,7 @@ func (vh *Vhost) reapplyPolicies(before, after *policySet) {
 
 // applyStreamPolicy gives stream queue q the retention its declared
 // arguments and policy definition def make. The queue's own queueArgs are
-// left alone: readers of q.qa.stream take no lock.
+// left alone: a stream's queueArgs are never replaced.
 func (vh *Vhost) applyStreamPolicy(q *Queue, def map[string]any) {
 	s := vh.streams.get(q)
 	if s == nil {

@@ -34,6 +34,13 @@ func typeOf(qa *queueArgs) queueType {
 	return classicType{}
 }
 
+// isStream reports whether q is a stream, for the paths that do not yet go
+// through queueType (consume, cancel, settle). It takes no lock.
+func (q *Queue) isStream() bool {
+	_, ok := q.typ.(streamType)
+	return ok
+}
+
 // accepted is what one queue did with a published message.
 type accepted struct {
 	res    enqueueResult

@@ -174,7 +174,7 @@ func (t *streamTable) take(q *Queue) *stream {
 // checkPurgeable refuses queue.purge of a stream as RabbitMQ 3.10 does:
 // 540, which closes the connection. A stream's records go only by retention.
 func checkPurgeable(q *Queue, method uint32) *amqp.Error {
-	if q.qa.stream == nil {
+	if !q.isStream() {
 		return nil
 	}
 	return amqp.NewError(amqp.NotImplemented, method, "queue.purge not supported by stream queues %s", describeQueue(q.name, q.vhost.name))
@@ -469,7 +469,7 @@ var (
 // management API; the stream then needs the server bound to the vhost's
 // stream table (Server.DeclareQueue binds it).
 func openDurableStorage(c *conn, q *Queue) error {
-	if q.qa.stream == nil {
+	if !q.isStream() {
 		return q.openStorage()
 	}
 	srv := q.vhost.streams.server()

@@ -293,7 +293,7 @@ func (ch *channel) settleStream(ds []delivery, kind settleKind) {
 // hasStreamDelivery reports whether ds holds a delivery from a stream.
 func hasStreamDelivery(ds []delivery) bool {
 	for i := range ds {
-		if ds[i].q.qa.stream != nil {
+		if ds[i].q.isStream() {
 			return true
 		}
 	}
