@@ -127,14 +127,14 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	}
 	ch.stats.unroutable(res.routed, mandatory)
 	if !res.deferred { // a held publish is confirmed when the batch flushes
-		ch.confirmRouted(seq, res)
+		ch.confirmRouted(seq, &res)
 	}
 }
 
 // confirmRouted settles publish seq (in confirm mode) by what its queues did:
 // nack when one refused it or a stream append failed, ack once stored copies
 // and stream appends are durable, else ack.
-func (ch *channel) confirmRouted(seq uint64, res routeResult) {
+func (ch *channel) confirmRouted(seq uint64, res *routeResult) {
 	if !ch.confirm {
 		return
 	}

@@ -22,8 +22,9 @@ type publishing struct {
 
 // storeDeferrer holds publishes whose store write can wait (store_batch.go).
 type storeDeferrer interface {
-	// holdForStore takes m, routed to queues, when its store write can wait,
-	// and reports whether it did; its queues get it when the batch flushes.
+	// holdForStore takes m, routed to queues of which some will store it,
+	// when its store write can wait, and reports whether it did; its queues
+	// get it when the batch flushes.
 	holdForStore(m *Message, queues []*Queue) bool
 	// flushStores hands what it holds to its queues, before a message it
 	// does not hold reaches them, so a publisher's order is kept.
@@ -87,39 +88,43 @@ func (vh *Vhost) publish(p *publishing) routeResult {
 		}
 		queues = kept
 	}
+	var small [8]bool
+	takes, refs := vh.storedCopies(p.m, queues, small[:0])
 	if p.batch != nil {
-		if !res.routed && p.batch.holdForStore(p.m, queues) {
+		if refs > 0 && !res.routed && p.batch.holdForStore(p.m, queues) {
 			// It has queues that will store it, so it counts as routed now.
 			res.routed, res.deferred = true, true
 			return res
 		}
 		p.batch.flushStores()
 	}
-	vh.deliverTo(p.m, queues, p.ttl, &res)
+	vh.deliverTo(p.m, queues, p.ttl, takes, refs, &res)
 	return res
 }
 
-// deliverTo hands m to queues. The queues that keep a stored copy (a
-// persistent message in a durable queue, or a durable queue that pages) share
-// one copy in the vhost's message store, written once with one reference each.
-func (vh *Vhost) deliverTo(m *Message, queues []*Queue, ttl int64, res *routeResult) {
-	var small [8]bool
-	takes := small[:0]
-	if len(queues) > len(small) {
-		takes = make([]bool, 0, len(queues))
+// storedCopies decides for each of queues whether it keeps a reference to
+// the vhost store's one copy of m (a persistent message in a durable queue,
+// or a durable queue that pages), appending to takes, and counts them. It is
+// decided once per queue, so the reference count given to the store matches
+// the queues that hold one.
+func (vh *Vhost) storedCopies(m *Message, queues []*Queue, takes []bool) ([]bool, int) {
+	if vh.storage == nil {
+		return takes, 0
 	}
 	refs := 0
-	if vh.storage != nil {
-		// Decided once per queue, so the reference count given to the store
-		// matches the queues that hold one.
-		for _, q := range queues {
-			t := q.typ.takesStoredCopy(q, m)
-			takes = append(takes, t)
-			if t {
-				refs++
-			}
+	for _, q := range queues {
+		t := q.typ.takesStoredCopy(q, m)
+		takes = append(takes, t)
+		if t {
+			refs++
 		}
 	}
+	return takes, refs
+}
+
+// deliverTo hands m to queues. takes and refs are storedCopies' answer: the
+// queues that keep a stored copy share one, written here with refs references.
+func (vh *Vhost) deliverTo(m *Message, queues []*Queue, ttl int64, takes []bool, refs int, res *routeResult) {
 	var loc msgstore.Loc
 	storeFailed := false
 	if refs > 0 {

@@ -52,24 +52,19 @@ type storeBatch struct {
 	locs   []msgstore.Loc
 }
 
-// holdForStore is the channel's storeDeferrer: it defers routing m to
-// queues to the end of the read when the channel is not transactional and a
-// queue among queues will store m.
+// holdForStore is the channel's storeDeferrer: the publish path offers it a
+// message that some of its queues will store, and it defers the routing to
+// the end of the read unless the channel is transactional.
 func (ch *channel) holdForStore(m *Message, queues []*Queue) bool {
-	if ch.tx != nil || ch.conn.vhost.storage == nil {
+	if ch.tx != nil {
 		return false
 	}
-	for _, q := range queues {
-		if q.typ.takesStoredCopy(q, m) {
-			var seq uint64
-			if ch.confirm {
-				seq = ch.publishSeq
-			}
-			ch.conn.deferStore(ch, m, queues, seq)
-			return true
-		}
+	var seq uint64
+	if ch.confirm {
+		seq = ch.publishSeq
 	}
-	return false
+	ch.conn.deferStore(ch, m, queues, seq)
+	return true
 }
 
 // flushStores is the channel's storeDeferrer: the connection's batch is
@@ -153,7 +148,7 @@ func (c *conn) flushStores() {
 			}
 			res.add(q.typ.accept(q, it.m, it.m.ttl, s && ok, loc))
 		}
-		it.ch.confirmRouted(it.seq, res)
+		it.ch.confirmRouted(it.seq, &res)
 	}
 	clear(b.items)
 	clear(b.queues)
