@@ -21,10 +21,14 @@ type segment struct {
 
 // page is a cached, in-memory image of one segment file.
 type page struct {
-	num  uint64
-	buf  *[SegmentSize]byte
-	f    *os.File // nil until the file is opened or, for a new segment, created
-	used uint64   // LRU clock value of the last access
+	num uint64
+	buf *[SegmentSize]byte
+	// h is the segment file in the index's FileCache, open or not. For a
+	// segment without a file yet its flag creates it; the first Flush that
+	// writes the page sets the flag back to plain O_RDWR. Only the loader
+	// (under mu) and the flusher of an in-flight page (under flushMu) use it.
+	h    *handle
+	used uint64 // LRU clock value of the last access
 
 	// dirty has one bit per slot changed since the last Flush. A page with
 	// dirty bits or with a write in flight is never evicted: its bytes are the
@@ -79,19 +83,15 @@ func (p *page) clearDirty() {
 
 func (p *page) evictable() bool { return p.ndirty == 0 && !p.inflight }
 
-// release closes the page's file and returns its buffer to the pool, or
-// leaves it to the garbage collector when pool is false.
-func (p *page) release(pool bool) error {
+// release closes the page's file, if the cache has it open, and returns its
+// buffer to the pool, or leaves it to the garbage collector when pool is
+// false.
+func (p *page) release(files *FileCache, pool bool) error {
 	if pool {
 		pagePool.Put(p.buf)
 	}
 	p.buf = nil
-	if p.f == nil {
-		return nil
-	}
-	err := p.f.Close()
-	p.f = nil
-	return err
+	return files.forget(p.h)
 }
 
 // cachedLocked returns the cached page of segment num, or nil.
@@ -120,23 +120,27 @@ func (ix *Index) pageLocked(num uint64) (*page, error) {
 		p.used = ix.clock
 		return p, nil
 	}
-	p := &page{num: num, buf: pagePool.Get().(*[SegmentSize]byte), used: ix.clock}
-	f, err := os.OpenFile(ix.segPath(num), os.O_RDWR, 0)
+	p := &page{num: num, buf: pagePool.Get().(*[SegmentSize]byte), used: ix.clock,
+		h: &handle{path: ix.segPath(num), flag: os.O_RDWR}}
+	f, err := ix.files.acquire(p.h)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		clear(p.buf[:])
+		p.h.flag = os.O_RDWR | os.O_CREATE
 	case err != nil:
 		pagePool.Put(p.buf)
 		return nil, fmt.Errorf("queueindex: open segment %d: %w", num, err)
 	default:
 		n, err := f.ReadAt(p.buf[:], 0)
+		// The file stays open in the cache: an ack or a delivered flag
+		// usually follows a page load, and Flush writes it back.
+		ix.files.release(p.h)
 		if err != nil && !errors.Is(err, io.EOF) {
-			_ = f.Close() // the read error is the one to report
+			_ = ix.files.forget(p.h) // the read error is the one to report
 			pagePool.Put(p.buf)
 			return nil, fmt.Errorf("queueindex: read segment %d: %w", num, err)
 		}
 		clear(p.buf[n:])
-		p.f = f
 		ix.stats.segmentReads.Add(1)
 	}
 	// Make room before inserting, so the new page is not its own victim.
@@ -177,17 +181,18 @@ func (ix *Index) dropPageLocked(i int, pool bool) {
 	ix.cache[i] = ix.cache[last]
 	ix.cache[last] = nil
 	ix.cache = ix.cache[:last]
-	if err := p.release(pool); err != nil {
+	if err := p.release(ix.files, pool); err != nil {
 		ix.cfg.Logger.Warn("queueindex: close evicted segment", "dir", ix.cfg.Dir, "segment", p.num, "err", err)
 	}
 }
 
 // ReleaseIdle frees the cached pages that no call has used since the previous
 // ReleaseIdle and that hold no unflushed change, closing their segment files,
-// and returns how many it freed. An owner with many queues calls it
-// periodically for each: an idle queue then holds no page (SegmentSize bytes)
-// and no open segment file, and its next access reads the segment back (one
-// read of at most SegmentSize bytes). A closed index frees nothing.
+// closes the directory if the index shares a FileCache (Config.Files) and
+// nothing is using it, and returns how many pages it freed. An owner with many
+// queues calls it periodically for each: an idle queue then holds no page
+// (SegmentSize bytes) and no open file, and its next access reads the segment
+// back (one read of at most SegmentSize bytes). A closed index frees nothing.
 func (ix *Index) ReleaseIdle() int {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -205,5 +210,8 @@ func (ix *Index) ReleaseIdle() int {
 		i++
 	}
 	ix.idleMark = ix.clock
+	if !ix.dirPinned {
+		ix.files.closeIdle(ix.dirh)
+	}
 	return n
 }

@@ -129,19 +129,17 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	return c, nil
 }
 
-// readCheckpoint reads the checkpoint in dir. It returns (nil, nil) when there
-// is none.
-func readCheckpoint(dir string) (*checkpoint, error) {
-	f, err := os.Open(filepath.Join(dir, checkpointName))
+// readCheckpoint reads the index's checkpoint. It returns (nil, nil) when
+// there is none.
+func (ix *Index) readCheckpoint() (*checkpoint, error) {
+	var b []byte
+	err := ix.files.withFile(filepath.Join(ix.cfg.Dir, checkpointName), os.O_RDONLY, func(f *os.File) error {
+		var err error
+		b, err = io.ReadAll(io.LimitReader(f, checkpointMaxSize+1))
+		return err
+	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("queueindex: open checkpoint: %w", err)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, checkpointMaxSize+1))
-	if cerr := f.Close(); err == nil {
-		err = cerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("queueindex: read checkpoint: %w", err)
@@ -152,37 +150,29 @@ func readCheckpoint(dir string) (*checkpoint, error) {
 	return decodeCheckpoint(b)
 }
 
-// writeCheckpoint replaces the checkpoint in dir with c. With sync it syncs the
-// file before the rename and the directory after it, so the new checkpoint is
-// durable when it returns. buf is scratch space; the (possibly grown) buffer is
-// returned for reuse.
-func writeCheckpoint(dir string, dirf *os.File, c *checkpoint, sync bool, buf []byte) ([]byte, error) {
-	buf = c.encode(buf[:0])
-	tmp := filepath.Join(dir, checkpointTmp)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+// writeCheckpoint replaces the index's checkpoint with c. With sync it syncs
+// the file before the rename and the directory after it, so the new
+// checkpoint is durable when it returns. Called with ckMu held (or, in Open,
+// before anyone else has the index); it encodes into ix.ckbuf.
+func (ix *Index) writeCheckpoint(c *checkpoint, sync bool) error {
+	ix.ckbuf = c.encode(ix.ckbuf[:0])
+	tmp := filepath.Join(ix.cfg.Dir, checkpointTmp)
+	err := ix.files.withFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, func(f *os.File) error {
+		if _, err := f.Write(ix.ckbuf); err != nil || !sync {
+			return err
+		}
+		return fdatasync(f)
+	})
 	if err != nil {
-		return buf, fmt.Errorf("queueindex: create checkpoint: %w", err)
+		return fmt.Errorf("queueindex: write checkpoint: %w", err)
 	}
-	if _, err := f.Write(buf); err != nil {
-		_ = f.Close() // the write error is the one to report
-		return buf, fmt.Errorf("queueindex: write checkpoint: %w", err)
-	}
-	if sync {
-		if err := fdatasync(f); err != nil {
-			_ = f.Close() // the sync error is the one to report
-			return buf, fmt.Errorf("queueindex: sync checkpoint: %w", err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		return buf, fmt.Errorf("queueindex: close checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, checkpointName)); err != nil {
-		return buf, fmt.Errorf("queueindex: rename checkpoint: %w", err)
+	if err := os.Rename(tmp, filepath.Join(ix.cfg.Dir, checkpointName)); err != nil {
+		return fmt.Errorf("queueindex: rename checkpoint: %w", err)
 	}
 	if sync {
-		if err := dirf.Sync(); err != nil {
-			return buf, fmt.Errorf("queueindex: sync directory after checkpoint: %w", err)
+		if err := ix.syncDir(); err != nil {
+			return fmt.Errorf("queueindex: after checkpoint: %w", err)
 		}
 	}
-	return buf, nil
+	return nil
 }

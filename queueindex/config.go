@@ -26,6 +26,15 @@ type Config struct {
 	// Flush; it shrinks back on Flush.
 	CacheSegments int
 
+	// Files, if set, is the FileCache the index opens its files through,
+	// shared with other indexes so that together they keep at most its limit
+	// open (a broker shares one per node). The index then holds no
+	// descriptor between calls and takes no directory lock: the owner must
+	// make sure no other process opens the directory (the broker's data
+	// directory is locked). Nil gives the index a cache of its own without a
+	// bound, and the index holds its directory open and flock'ed.
+	Files *FileCache
+
 	// Logger receives what Open cut or skipped while recovering and errors that
 	// have no caller to return to (closing a file the cache evicts).
 	Logger *slog.Logger

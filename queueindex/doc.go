@@ -11,8 +11,22 @@
 //	00000001.qi  bytes, no header; segment n holds ids [n*4096, (n+1)*4096)
 //	checkpoint   next id, id lease and (after a clean Close) per-segment counts
 //
-// While an Index has the directory open it holds an flock on the directory
-// itself (older versions locked a file named lock, which is now ignored).
+// An Index without Config.Files holds an flock on the directory itself while
+// it is open (older versions locked a file named lock, which is now ignored).
+// With a shared FileCache it holds no lock and no descriptor between calls;
+// the owner keeps other processes out (the broker locks its data directory),
+// and the package keeps two indexes of the process out of one directory.
+//
+// # Open files
+//
+// Every file an index opens goes through a FileCache: Config.Files, shared by
+// all the indexes of a broker, or one of the index's own without a bound. A
+// segment file is opened when its page is loaded or written and stays open,
+// idle, until the cache needs room (it closes the least recently used idle
+// file), the page is dropped, or ReleaseIdle closes it; the directory is
+// opened to be fsynced. So a broker with many queues holds at most the
+// cache's limit of index files open (plus those in use at that moment), and a
+// queue costs a descriptor only while it is being read or written.
 //
 // The slot of sequence id n is at byte (n%4096)*32 of file n/4096. A slot is,
 // big endian:
@@ -60,7 +74,11 @@
 // The caller makes the message store's data durable before it calls Flush for
 // the entries pointing at it. With Config.Sync, a nil Flush means every
 // change made before it is on stable storage; without it, the changes survive
-// a process crash but not necessarily a power cut. Appends and acks of one
+// a process crash but not necessarily a power cut, until a nil Sync, which
+// fdatasyncs every segment written since the last synced flush (reopening the
+// ones the FileCache closed) and the directory. A file the cache closes never
+// holds writes a Flush promised to be durable: with Config.Sync the flusher
+// fdatasyncs each file before giving it back to the cache. Appends and acks of one
 // Flush are written together, unordered. So after a crash:
 //
 //   - an append that was flushed is present, unless an ack of it was flushed;
@@ -78,10 +96,14 @@
 // owner goroutine (Append, MarkDelivered, Ack, ReadRange) and the group-commit
 // flusher (Flush or, for interval policies, Sync). Lock order: flushMu
 // (serializes Flush, Sync, Purge, Close, Delete), then mu (all in-memory
-// state), then ckMu (checkpoint writes). Flush holds mu only to copy dirty
-// slots into its buffer and to finish up; its file creation, pwrites and
-// fdatasyncs run without mu, so the owner keeps appending and acking while
-// the disk works. The index starts no goroutines.
+// state), then ckMu (checkpoint writes), then FileCache.mu, a leaf shared by
+// every index of the cache and held only for list updates: files are opened,
+// closed and synced outside it (an eviction closes its victims after
+// unlocking). The package-level set of open directories is a leaf too, taken
+// only in Open and when an index lets its directory go. Flush holds mu only
+// to copy dirty slots into its buffer and to finish up; its file creation,
+// pwrites and fdatasyncs run without mu, so the owner keeps appending and
+// acking while the disk works. The index and the cache start no goroutines.
 //
 // # Caveats
 //
@@ -99,6 +121,13 @@
 //   - Append writes the lease (a checkpoint rename, synced with Config.Sync)
 //     under mu if more than 8 segments of ids were handed out since the last
 //     Flush; a broker that flushes per batch never hits this.
+//   - A page load under mu may open its segment file and, when the shared
+//     cache is full, close another index's idle file: a close under this
+//     index's mu (never under FileCache.mu).
+//   - The FileCache bound is soft: files in use are never closed, so while
+//     more than its limit are in use at once (each call uses at most two)
+//     the cache holds more. Without Config.Sync a Flush notes the segments it
+//     wrote (at most one entry per segment) until the next Sync.
 //   - Entries that reference message-store records are not checked against
 //     the store; the owner decides what to do with an entry whose record is
 //     gone.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 )
 
 // maxKeptWriteBuf bounds the flush buffer kept between flushes; a flush of
@@ -72,7 +73,8 @@ func (ix *Index) flushHeld(sync bool) error {
 	if err != nil {
 		return err
 	}
-	if plan.lease == 0 && len(ix.wruns) == 0 && len(ix.wdoom) == 0 {
+	owed := sync && (len(ix.unsynced) > 0 || ix.dirUnsynced)
+	if plan.lease == 0 && len(ix.wruns) == 0 && len(ix.wdoom) == 0 && !owed {
 		return nil
 	}
 	ix.stats.flushes.Add(1)
@@ -152,12 +154,14 @@ func (ix *Index) planFlushLocked() (flushPlan, error) {
 	return plan, nil
 }
 
-// writePlan does the I/O of a flush without holding mu: lease (if due), new
-// segment files, the slots, fdatasync, then removal of settled segments.
+// writePlan does the I/O of a flush without holding mu: lease (if due), the
+// slots of each page (creating new segment files), fdatasync, then removal of
+// settled segments.
 //
-// It sets p.f of new pages without mu. That is safe because only holders of
-// flushMu use p.f of a page in flight, and eviction skips such pages; the
-// update is published to other lock holders when mu clears p.inflight.
+// It uses the handles of pages in flight without mu. That is safe because only
+// holders of flushMu use a page's handle while it is in flight, and eviction
+// from the index's cache skips such pages; the FileCache may close the file
+// once it is released, never while it is in use.
 func (ix *Index) writePlan(plan flushPlan, sync bool) error {
 	if plan.lease != 0 {
 		if err := ix.writeLease(plan.next, plan.lease, sync); err != nil {
@@ -165,32 +169,18 @@ func (ix *Index) writePlan(plan flushPlan, sync bool) error {
 		}
 	}
 	created := false
-	for _, p := range ix.wpages {
-		if p.f != nil {
-			continue
+	for i := 0; i < len(ix.wruns); {
+		p := ix.wruns[i].p
+		j := i + 1
+		for j < len(ix.wruns) && ix.wruns[j].p == p {
+			j++ // a page's runs are adjacent in wruns
 		}
-		// Creating a file is slow on some filesystems (hundreds of µs); it
-		// happens here, outside mu, once per segment.
-		f, err := os.OpenFile(ix.segPath(p.num), os.O_RDWR|os.O_CREATE, 0o644)
+		c, err := ix.writePage(p, ix.wruns[i:j], sync)
+		created = created || c
 		if err != nil {
-			return fmt.Errorf("queueindex: create segment %d: %w", p.num, err)
+			return err
 		}
-		p.f = f
-		created = true
-	}
-	for _, r := range ix.wruns {
-		if _, err := r.p.f.WriteAt(ix.wbuf[r.from:r.to], r.off); err != nil {
-			return fmt.Errorf("queueindex: write segment %d: %w", r.p.num, err)
-		}
-		ix.stats.writes.Add(1)
-	}
-	if sync {
-		for _, p := range ix.wpages {
-			if err := fdatasync(p.f); err != nil {
-				return fmt.Errorf("queueindex: sync segment %d: %w", p.num, err)
-			}
-			ix.stats.syncs.Add(1)
-		}
+		i = j
 	}
 	for _, num := range ix.wdoom {
 		if err := os.Remove(ix.segPath(num)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -200,12 +190,72 @@ func (ix *Index) writePlan(plan flushPlan, sync bool) error {
 			return fmt.Errorf("queueindex: remove settled segment %d: %w", num, err)
 		}
 	}
-	if sync && (created || len(ix.wdoom) > 0) {
-		if err := ix.dirf.Sync(); err != nil {
-			return fmt.Errorf("queueindex: sync directory: %w", err)
+	return ix.finishSync(sync, created || len(ix.wdoom) > 0)
+}
+
+// writePage writes runs, all of page p, to p's file, opening it through the
+// cache (creating it for a new segment, which is slow on some filesystems and
+// so happens here, outside mu). With sync it fdatasyncs the file before
+// handing it back, so the cache never closes a file with writes a Flush
+// promised to be durable; without sync it notes the segment for Sync.
+func (ix *Index) writePage(p *page, runs []writeRun, sync bool) (created bool, err error) {
+	created = p.h.flag&os.O_CREATE != 0
+	f, err := ix.files.acquire(p.h)
+	if err != nil {
+		return false, fmt.Errorf("queueindex: open segment %d: %w", p.num, err)
+	}
+	defer ix.files.release(p.h)
+	p.h.flag = os.O_RDWR // the file exists from now on
+	for _, r := range runs {
+		if _, err := f.WriteAt(ix.wbuf[r.from:r.to], r.off); err != nil {
+			return created, fmt.Errorf("queueindex: write segment %d: %w", p.num, err)
+		}
+		ix.stats.writes.Add(1)
+	}
+	if !sync {
+		if !slices.Contains(ix.unsynced, p.num) {
+			ix.unsynced = append(ix.unsynced, p.num)
+		}
+		return created, nil
+	}
+	if err := fdatasync(f); err != nil {
+		return created, fmt.Errorf("queueindex: sync segment %d: %w", p.num, err)
+	}
+	ix.stats.syncs.Add(1)
+	return created, nil
+}
+
+// finishSync completes a synced flush: it fdatasyncs the segments earlier
+// flushes wrote without syncing (reopening them if the cache closed them) and
+// the directory if files were created or removed since its last sync. Without
+// sync it only remembers that the directory changed.
+func (ix *Index) finishSync(sync, dirChanged bool) error {
+	if !sync {
+		ix.dirUnsynced = ix.dirUnsynced || dirChanged
+		return nil
+	}
+	for _, num := range ix.unsynced {
+		if slices.ContainsFunc(ix.wpages, func(p *page) bool { return p.num == num }) {
+			continue // written and synced by this flush
+		}
+		err := ix.files.withFile(ix.segPath(num), os.O_RDWR, fdatasync)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Settled and removed since: nothing left to make durable.
+		case err != nil:
+			return fmt.Errorf("queueindex: sync segment %d: %w", num, err)
+		default:
+			ix.stats.syncs.Add(1)
+		}
+	}
+	ix.unsynced = ix.unsynced[:0]
+	if dirChanged || ix.dirUnsynced {
+		if err := ix.syncDir(); err != nil {
+			return err
 		}
 		ix.stats.syncs.Add(1)
 	}
+	ix.dirUnsynced = false
 	return nil
 }
 
@@ -243,12 +293,16 @@ func (ix *Index) Purge(fn func(seq uint64, e Entry)) (uint64, error) {
 	ix.segs = ix.segs[:0]
 	ix.settled = ix.settled[:0]
 	ix.live, ix.bytes = 0, 0
-	if ix.cfg.Sync {
-		if err := ix.dirf.Sync(); err != nil {
-			ix.err = fmt.Errorf("%w: purge: sync directory: %w", ErrFailed, err)
-			return 0, ix.err
-		}
-		ix.stats.syncs.Add(1)
+	ix.unsynced = ix.unsynced[:0] // their files are gone
+	if !ix.cfg.Sync {
+		ix.dirUnsynced = true
+		return n, nil
 	}
+	if err := ix.syncDir(); err != nil {
+		ix.err = fmt.Errorf("%w: purge: %w", ErrFailed, err)
+		return 0, ix.err
+	}
+	ix.stats.syncs.Add(1)
+	ix.dirUnsynced = false
 	return n, nil
 }

@@ -28,11 +28,19 @@ const leaseAhead = 16 * SlotsPerSegment
 // marks, acks and reads, and the group-commit flusher that calls Flush.
 type Index struct {
 	cfg Config
-	// dirf is the directory: flock'ed while the index is open, so two
-	// indexes never share it, and fsynced after files are created or
-	// removed. One descriptor for both keeps a broker with 10,000 idle
-	// queues at one open file per queue.
-	dirf *os.File
+	// files holds every file the index opens: Config.Files, or a cache of
+	// its own without a bound.
+	files *FileCache
+	// dirh is the directory, fsynced after files are created or removed.
+	// Without Config.Files it is acquired for the index's lifetime and
+	// flock'ed (dirPinned), so no other process opens the directory; with
+	// a shared cache it is opened when needed and may be closed meanwhile,
+	// and the owner must keep other processes out (see Config.Files).
+	dirh      *handle
+	dirPinned bool
+	// dirKey is the directory's entry in openDirs, which keeps two indexes
+	// of this process out of one directory.
+	dirKey string
 
 	// flushMu serializes Flush, Sync, Purge, Close and Delete. Lock order:
 	// flushMu, then mu, then ckMu. flushMu is held across file I/O; mu is not,
@@ -69,6 +77,12 @@ type Index struct {
 	wruns  []writeRun
 	wpages []*page
 	wdoom  []uint64
+	// unsynced lists the segments written by flushes without fdatasync
+	// since the last synced flush, and dirUnsynced says whether files were
+	// created or removed meanwhile: Sync makes them durable, reopening
+	// files the cache closed. Under flushMu.
+	unsynced    []uint64
+	dirUnsynced bool
 }
 
 // counters are the cumulative Stats counters, atomic so that Stats and the
@@ -126,13 +140,16 @@ func Open(cfg Config) (*Index, Recovered, error) {
 	if err := makeDir(cfg.Dir); err != nil {
 		return nil, Recovered{}, err
 	}
-	ix := &Index{cfg: cfg}
-	var err error
-	if ix.dirf, err = os.Open(cfg.Dir); err != nil {
-		return nil, Recovered{}, fmt.Errorf("queueindex: open directory: %w", err)
+	ix := &Index{cfg: cfg, files: cfg.Files, dirh: &handle{path: cfg.Dir, flag: os.O_RDONLY}}
+	if ix.files == nil {
+		ix.files, _ = NewFileCache(0, cfg.Logger) // 0 is always a valid limit
 	}
-	if err = lockFile(ix.dirf); err != nil {
-		err = fmt.Errorf("queueindex: open %s: %w", cfg.Dir, err)
+	key, err := claimDir(cfg.Dir)
+	if err != nil {
+		return nil, Recovered{}, err
+	}
+	ix.dirKey = key
+	if err := ix.lockDir(); err != nil {
 		return nil, Recovered{}, errors.Join(err, ix.closeFiles())
 	}
 	rec, err := ix.recover()
@@ -140,6 +157,24 @@ func Open(cfg Config) (*Index, Recovered, error) {
 		return nil, Recovered{}, errors.Join(err, ix.closeFiles())
 	}
 	return ix, rec, nil
+}
+
+// lockDir holds the directory open and flock'ed for the index's lifetime when
+// it has a cache of its own; with a shared cache the owner keeps other
+// processes out, and holding a descriptor per index is what the cache avoids.
+func (ix *Index) lockDir() error {
+	if ix.cfg.Files != nil {
+		return nil
+	}
+	f, err := ix.files.acquire(ix.dirh)
+	if err != nil {
+		return fmt.Errorf("queueindex: open directory: %w", err)
+	}
+	ix.dirPinned = true
+	if err := lockFile(f); err != nil {
+		return fmt.Errorf("queueindex: open %s: %w", ix.cfg.Dir, err)
+	}
+	return nil
 }
 
 // makeDir creates dir if it does not exist and then syncs its parent, so the
@@ -167,15 +202,31 @@ func makeDir(dir string) error {
 	return nil
 }
 
-// closeFiles closes the directory, which releases the directory lock.
+// closeFiles closes the directory, which releases the directory lock, and
+// lets another index of this process open it. Every page must be released.
 func (ix *Index) closeFiles() error {
-	if ix.dirf == nil {
-		return nil
+	if ix.dirPinned {
+		ix.files.release(ix.dirh)
+		ix.dirPinned = false
 	}
-	err := ix.dirf.Close()
-	ix.dirf = nil
+	err := ix.files.forget(ix.dirh)
+	releaseDir(ix.dirKey)
 	if err != nil {
 		return fmt.Errorf("queueindex: close directory: %w", err)
+	}
+	return nil
+}
+
+// syncDir fsyncs the directory, opening it if the cache closed it.
+func (ix *Index) syncDir() error {
+	f, err := ix.files.acquire(ix.dirh)
+	if err != nil {
+		return fmt.Errorf("queueindex: open directory: %w", err)
+	}
+	err = f.Sync()
+	ix.files.release(ix.dirh)
+	if err != nil {
+		return fmt.Errorf("queueindex: sync directory: %w", err)
 	}
 	return nil
 }
@@ -417,8 +468,7 @@ func (ix *Index) writeCleanCheckpoint() error {
 	ix.ckMu.Lock()
 	defer ix.ckMu.Unlock()
 	ck.lease = max(ix.lease.Load(), ck.next)
-	var err error
-	ix.ckbuf, err = writeCheckpoint(ix.cfg.Dir, ix.dirf, &ck, true, ix.ckbuf)
+	err := ix.writeCheckpoint(&ck, true)
 	ix.stats.syncs.Add(2)
 	return err
 }
@@ -439,8 +489,7 @@ func (ix *Index) writeLease(next, lease uint64, sync bool) error {
 		return nil
 	}
 	ck := checkpoint{next: min(next, lease), lease: lease}
-	var err error
-	if ix.ckbuf, err = writeCheckpoint(ix.cfg.Dir, ix.dirf, &ck, sync, ix.ckbuf); err != nil {
+	if err := ix.writeCheckpoint(&ck, sync); err != nil {
 		return err
 	}
 	if sync {
@@ -454,7 +503,7 @@ func (ix *Index) writeLease(next, lease uint64, sync bool) error {
 func (ix *Index) releasePagesLocked() error {
 	var errs []error
 	for _, p := range ix.cache {
-		if err := p.release(true); err != nil {
+		if err := p.release(ix.files, true); err != nil {
 			errs = append(errs, fmt.Errorf("queueindex: close segment %d: %w", p.num, err))
 		}
 	}
@@ -477,9 +526,10 @@ func (ix *Index) Delete() error {
 	ix.closed = true
 	err := ix.releasePagesLocked()
 	ix.mu.Unlock()
-	err = errors.Join(err, ix.closeFiles())
+	// Removed before the directory is let go, so a new index for the same
+	// directory never sees it half removed.
 	if rerr := os.RemoveAll(ix.cfg.Dir); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("queueindex: remove %s: %w", ix.cfg.Dir, rerr))
 	}
-	return err
+	return errors.Join(err, ix.closeFiles())
 }

@@ -712,9 +712,12 @@ func TestWriteFailureIsSticky(t *testing.T) {
 	// Pull the file out from under the index: the next pwrite fails as a
 	// failing disk would make it.
 	ix.mu.Lock()
-	if err := ix.tail.f.Close(); err != nil {
+	h := ix.tail.h
+	ix.files.mu.Lock()
+	if err := h.f.Close(); err != nil {
 		t.Fatal(err)
 	}
+	ix.files.mu.Unlock()
 	ix.mu.Unlock()
 	if err := ix.Flush(); !errors.Is(err, ErrFailed) {
 		t.Fatalf("Flush with a closed file: %v, want ErrFailed", err)
@@ -725,9 +728,9 @@ func TestWriteFailureIsSticky(t *testing.T) {
 	if err := ix.Flush(); !errors.Is(err, ErrFailed) {
 		t.Fatalf("second Flush: %v, want ErrFailed", err)
 	}
-	ix.mu.Lock()
-	ix.tail.f = nil // already closed above
-	ix.mu.Unlock()
+	ix.files.mu.Lock()
+	ix.files.detachLocked(h) // already closed above
+	ix.files.mu.Unlock()
 	if err := ix.Close(); err != nil {
 		t.Fatalf("Close after failure: %v", err)
 	}
@@ -838,18 +841,31 @@ func TestConcurrentFlusher(t *testing.T) {
 }
 
 // TestKilledProcess kills a real process that is using an index and checks
-// what survives: everything flushed, nothing that was not.
+// what survives: everything flushed, nothing that was not. In the shared
+// variant the index shares a FileCache of two files with another index that
+// writes between its calls, so its files are closed and reopened throughout.
 func TestKilledProcess(t *testing.T) {
 	if dir := os.Getenv("QUEUEINDEX_CRASH_DIR"); dir != "" {
-		crashChild(dir)
+		crashChild(dir, os.Getenv("QUEUEINDEX_CRASH_SHARED") != "")
 		return
 	}
 	if testing.Short() {
 		t.Skip("starts a subprocess")
 	}
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "own files", true: "shared cache"}[shared], func(t *testing.T) {
+			killedProcess(t, shared)
+		})
+	}
+}
+
+func killedProcess(t *testing.T, shared bool) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledProcess$")
 	cmd.Env = append(os.Environ(), "QUEUEINDEX_CRASH_DIR="+dir)
+	if shared {
+		cmd.Env = append(cmd.Env, "QUEUEINDEX_CRASH_SHARED=1")
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -891,9 +907,27 @@ func TestKilledProcess(t *testing.T) {
 // crashChild is the body of the killed process: it flushes 5000 appends, the
 // acks of the first 1000 and one delivered flag, then appends 10 more and an
 // ack it never flushes, says "ready" and waits to be killed.
-func crashChild(dir string) {
+func crashChild(dir string, shared bool) {
 	cfg := testConfig(dir)
 	cfg.Sync = true
+	interfere := func() {}
+	if shared {
+		cfg.Files, _ = NewFileCache(MinFileCacheLimit, nil)
+		other := cfg
+		other.Dir = dir + ".other"
+		oix, _, err := Open(other)
+		if err != nil {
+			panic(err)
+		}
+		interfere = func() {
+			if _, err := oix.Append(entryFor(0)); err != nil {
+				panic(err)
+			}
+			if err := oix.Flush(); err != nil {
+				panic(err)
+			}
+		}
+	}
 	ix, _, err := Open(cfg)
 	if err != nil {
 		panic(err)
@@ -901,6 +935,12 @@ func crashChild(dir string) {
 	for i := range uint64(5000) {
 		if _, err := ix.Append(entryFor(i)); err != nil {
 			panic(err)
+		}
+		if i%1000 == 999 {
+			if err := ix.Flush(); err != nil {
+				panic(err)
+			}
+			interfere()
 		}
 	}
 	for seq := range uint64(1000) {
@@ -914,6 +954,7 @@ func crashChild(dir string) {
 	if err := ix.Flush(); err != nil {
 		panic(err)
 	}
+	interfere()
 	for i := range uint64(10) {
 		if _, err := ix.Append(entryFor(i)); err != nil {
 			panic(err)

@@ -149,7 +149,7 @@ func (ix *Index) ForEach(fn func(seq uint64, e Entry) bool) error {
 		ix.mu.Unlock()
 		if n < 0 {
 			var err error
-			n, err = readSegmentFile(path, buf)
+			n, err = ix.readSegmentFile(path, buf)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 				n = 0 // settled and removed since the lock was dropped
@@ -187,7 +187,7 @@ func (ix *Index) visitAllLocked(fn func(seq uint64, e Entry)) error {
 		if scratch == nil {
 			scratch = pagePool.Get().(*[SegmentSize]byte)
 		}
-		n, err := readSegmentFile(ix.segPath(s.num), scratch)
+		n, err := ix.readSegmentFile(ix.segPath(s.num), scratch)
 		if err != nil {
 			return err
 		}

@@ -141,7 +141,7 @@ func (ix *Index) recover() (Recovered, error) {
 	if err != nil {
 		return rec, err
 	}
-	ck, err := readCheckpoint(dir)
+	ck, err := ix.readCheckpoint()
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) {
 			return rec, err
@@ -187,12 +187,12 @@ func (ix *Index) recover() (Recovered, error) {
 	}
 	ix.segs = kept
 	if syncDir {
-		if err := ix.dirf.Sync(); err != nil {
-			return rec, fmt.Errorf("queueindex: sync directory: %w", err)
+		if err := ix.syncDir(); err != nil {
+			return rec, err
 		}
 	}
 	ck = &checkpoint{next: ix.next, lease: ix.lease.Load()}
-	if ix.ckbuf, err = writeCheckpoint(dir, ix.dirf, ck, true, ix.ckbuf); err != nil {
+	if err = ix.writeCheckpoint(ck, true); err != nil {
 		return rec, err
 	}
 	rec.NextSeq, rec.Live, rec.Bytes, rec.Segments = ix.next, ix.live, ix.bytes, len(ix.segs)
@@ -253,7 +253,7 @@ func (ix *Index) scan(files []segFile, rec *Recovered) (bool, error) {
 	var sc scanner
 	segs := make([]segment, 0, len(files))
 	for _, fl := range files {
-		n, err := readSegmentFile(ix.segPath(fl.num), buf)
+		n, err := ix.readSegmentFile(ix.segPath(fl.num), buf)
 		if err != nil {
 			return false, err
 		}
@@ -301,7 +301,7 @@ func (ix *Index) scan(files []segFile, rec *Recovered) (bool, error) {
 			continue
 		}
 		if size > keep {
-			if err := cutFile(ix.segPath(s.num), keep); err != nil {
+			if err := ix.cutFile(ix.segPath(s.num), keep); err != nil {
 				return removed, err
 			}
 			rec.CutBytes += size - keep
@@ -315,18 +315,13 @@ func (ix *Index) scan(files []segFile, rec *Recovered) (bool, error) {
 
 // cutFile truncates the file at path to size and syncs it, so a cut torn tail
 // does not come back after another crash.
-func cutFile(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("queueindex: cut %s: %w", path, err)
-	}
-	err = f.Truncate(size)
-	if err == nil {
-		err = fdatasync(f)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+func (ix *Index) cutFile(path string, size int64) error {
+	err := ix.files.withFile(path, os.O_RDWR, func(f *os.File) error {
+		if err := f.Truncate(size); err != nil {
+			return err
+		}
+		return fdatasync(f)
+	})
 	if err != nil {
 		return fmt.Errorf("queueindex: cut %s to %d bytes: %w", path, size, err)
 	}
@@ -335,18 +330,16 @@ func cutFile(path string, size int64) error {
 
 // readSegmentFile reads up to SegmentSize bytes of the file at path into buf
 // with one read and returns how many it got.
-func readSegmentFile(path string, buf *[SegmentSize]byte) (int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, fmt.Errorf("queueindex: open %s: %w", path, err)
-	}
-	n, err := f.ReadAt(buf[:], 0)
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+func (ix *Index) readSegmentFile(path string, buf *[SegmentSize]byte) (int, error) {
+	var n int
+	err := ix.files.withFile(path, os.O_RDONLY, func(f *os.File) error {
+		var err error
+		n, err = f.ReadAt(buf[:], 0)
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("queueindex: read %s: %w", path, err)
 	}
