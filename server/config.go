@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/msgstore"
+	"github.com/warrenmq/warren/queueindex"
 )
 
 // User is a user account from the configuration.
@@ -91,6 +92,18 @@ type Config struct {
 
 	// DataDir holds all persistent state. Unused by the in-memory core.
 	DataDir string
+
+	// MaxOpenIndexFiles bounds the files the queue indexes of the node keep
+	// open (segment files and directories of durable queues, and of transient
+	// queues paging to disk): a queue opens its files when it reads or writes
+	// them and the least recently used idle one is closed to make room, so
+	// the number of queues is bounded by the disk, not the descriptor limit.
+	// Files in use are never closed, so the cache can exceed the bound by the
+	// number of queues being written at one moment. 0, the default, is half
+	// of the descriptors the socket share of RLIMIT_NOFILE leaves (1,045 of
+	// 20,000), the other half staying for message stores, streams and
+	// meta.db; otherwise at least 2.
+	MaxOpenIndexFiles int
 
 	// FrameMax is the largest frame the server accepts and proposes in
 	// connection.tune, in bytes including the 8 bytes of frame overhead.
@@ -279,6 +292,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultVhost == "" {
 		errs = append(errs, errors.New("DefaultVhost is empty"))
+	}
+	if c.MaxOpenIndexFiles < 0 || (c.MaxOpenIndexFiles > 0 && c.MaxOpenIndexFiles < queueindex.MinFileCacheLimit) {
+		errs = append(errs, fmt.Errorf("MaxOpenIndexFiles %d: 0 (the default) or at least %d", c.MaxOpenIndexFiles, queueindex.MinFileCacheLimit))
 	}
 	if c.WriteBufferLimit < 64<<10 {
 		errs = append(errs, fmt.Errorf("WriteBufferLimit %d below 64 KiB", c.WriteBufferLimit))

@@ -29,6 +29,8 @@ type vhostStorage struct {
 	store *msgstore.Store
 	// policy is the vhost's flush policy: Config.VhostFlush, else Config.Flush.
 	policy msgstore.FlushPolicy
+	// files is the node's index file cache, shared by every queue index.
+	files *queueindex.FileCache
 
 	mu      sync.Mutex
 	dirty   map[*Queue]struct{}
@@ -113,6 +115,7 @@ func (v *vhostStorage) openIndex(queue string) (*queueindex.Index, queueindex.Re
 	cfg.Dir = v.queueDir(queue)
 	cfg.Sync = v.policy == msgstore.FlushFsync
 	cfg.Logger = v.log
+	cfg.Files = v.files // the data directory is locked (meta.db, msgstore): no per-queue lock needed
 	if err := makeNamedDir(cfg.Dir, queue); err != nil {
 		return nil, queueindex.Recovered{}, err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queueindex"
 )
 
 // Server is a Warren broker node: the AMQP listener, vhosts and users.
@@ -42,6 +43,10 @@ type Server struct {
 	// admin is the management API's state: cluster name, topic permissions,
 	// the channel registry and closed channels' counters (admin.go).
 	admin adminState
+
+	// indexFiles holds the open files of every queue index of the node
+	// (index_files.go); nil without a data directory.
+	indexFiles *queueindex.FileCache
 
 	// Limits (limits.go): sockets counts admitted AMQP sockets for
 	// MaxConnections, fds every socket against the descriptor budget
@@ -82,6 +87,9 @@ func New(cfg Config) (*Server, error) {
 	s.watermark.Store(cfg.MemoryHighWatermark)
 	s.diskLimit.Store(cfg.DiskFreeLimit)
 	if cfg.DataDir != "" {
+		if err := s.openIndexFiles(); err != nil {
+			return nil, err
+		}
 		meta, err := openMeta(cfg.DataDir)
 		if err != nil {
 			return nil, err
@@ -341,6 +349,7 @@ func (s *Server) openVhostStorage(vh *Vhost) error {
 		st.stop()
 		return errors.Join(fmt.Errorf("server: %w", err), st.store.Close())
 	}
+	st.files, tr.files = s.indexFiles, s.indexFiles
 	vh.storage, vh.transient = st, tr
 	return nil
 }

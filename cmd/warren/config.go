@@ -65,6 +65,7 @@ var settings = []setting{
 	{"segment-size", 64 << 20, "message store segment file size in bytes"},
 	{"queue-head-messages", 2048, "ready messages a durable queue keeps in memory"},
 	{"queue-head-bytes", 8 << 20, "ready message bytes a durable queue keeps in memory"},
+	{"max-open-index-files", 0, "most queue index files kept open; idle ones are closed (0 = half of what the socket share of the descriptor limit leaves)"},
 	{"max-connections", 0, "most client sockets of the node; more are closed at accept (0 = unlimited)"},
 	{"max-connections-per-vhost", 0, "most connections of each vhost; more are refused at connection.open with 530 (0 = unlimited)"},
 	{"max-queues-per-vhost", 0, "most queues of each vhost; more fail queue.declare with 406 (0 = unlimited)"},
@@ -144,6 +145,7 @@ func toServerConfig(v *viper.Viper) (server.Config, error) {
 	cfg.MaxConnections = v.GetInt("max-connections")
 	cfg.MaxConnectionsPerVhost = v.GetInt("max-connections-per-vhost")
 	cfg.MaxQueuesPerVhost = v.GetInt("max-queues-per-vhost")
+	cfg.MaxOpenIndexFiles = v.GetInt("max-open-index-files")
 	cfg.MaxConsumersPerChannel = v.GetInt("max-consumers-per-channel")
 	cfg.MaxFieldTableSize = v.GetInt("max-field-table-size")
 	cfg.FrameMax = v.GetUint32("frame-max")
