@@ -189,3 +189,26 @@ func TestMgmtDefinitionsSurviveRestart(t *testing.T) {
 	second.waitMessages("dq", 4)
 	second.must(second.get("/api/users/app"), 200, "user after restart")
 }
+
+// TestMgmtDefinitionsQueueLimitAborts: an import that would take a vhost past
+// its queue limit is refused with 400 and RabbitMQ 3.10's reason, and nothing
+// of it is applied (RabbitMQ creates nothing either).
+func TestMgmtDefinitionsQueueLimitAborts(t *testing.T) {
+	e := newEnv(t, func(s *server.Config, _ *Config) { s.MaxQueuesPerVhost = 2 })
+	file := `{"exchanges":[{"name":"x","vhost":"/","type":"direct","durable":true,"auto_delete":false,"internal":false,"arguments":{}}],
+		"queues":[{"name":"q1","vhost":"/","durable":true,"auto_delete":false,"arguments":{}},
+		{"name":"q2","vhost":"/","durable":true,"auto_delete":false,"arguments":{}},
+		{"name":"q3","vhost":"/","durable":true,"auto_delete":false,"arguments":{}}]}`
+	r := e.do("POST", "/api/definitions", file)
+	want := "Adding 3 queue(s) to virtual host \"/\" would exceed the limit of 2 queue(s).\n\n" +
+		"This virtual host currently has 0 queue(s) defined.\n\nImport aborted!"
+	if body := r.object(t); r.status != 400 || body["error"] != "bad_request" || body["reason"] != want {
+		t.Fatalf("import past the queue limit: %d %s", r.status, r.body)
+	}
+	if r := e.get("/api/exchanges/%2F/x"); r.status != 404 {
+		t.Fatalf("the exchange of the refused import exists: %d", r.status)
+	}
+	if qs := e.get("/api/queues/%2F").array(t); len(qs) != 0 {
+		t.Fatalf("queues of the refused import exist: %v", qs)
+	}
+}

@@ -589,6 +589,10 @@ func (s *Server) putVhostLocked(name string, meta VhostMeta) (bool, error) {
 func (s *Server) DeleteVhost(name string) error {
 	s.admin.mu.Lock()
 	defer s.admin.mu.Unlock()
+	return s.deleteVhostLocked(name)
+}
+
+func (s *Server) deleteVhostLocked(name string) error {
 	s.mu.Lock()
 	vh := s.vhosts[name]
 	if vh == nil {

@@ -133,7 +133,8 @@ func (s *Server) ExportDefinitions(vhost string) (Definitions, error) {
 // overwritten; queues, exchanges and bindings that already exist are kept as
 // they are, as RabbitMQ does. With vhost not "" every object is imported
 // into that vhost and users, vhosts and permissions are ignored. Nothing is
-// applied when validation fails (an ErrInvalid naming the first problem).
+// applied when validation fails (an ErrInvalid naming the first problem), and
+// nothing stays when applying fails part way (see definitions_apply.go).
 func (s *Server) ImportDefinitions(d Definitions, vhost string) error {
 	if vhost != "" {
 		if s.Vhost(vhost) == nil {
@@ -290,7 +291,7 @@ func (s *Server) validateDefinitions(d *Definitions) error {
 			return err
 		}
 	}
-	return nil
+	return s.validateQueueLimits(d)
 }
 
 func validateAccounts(d *Definitions, ix defIndex) error {
@@ -370,79 +371,6 @@ func validateBindingDef(b BindingInfo, ix defIndex) error {
 	if kind == kindHeaders {
 		if err := route.ValidateHeadersArgs(b.Arguments); err != nil {
 			return invalidDef(what, err)
-		}
-	}
-	return nil
-}
-
-// applyDefinitions applies validated definitions with adminState.mu held.
-// Errors here are failures to store (meta.db) or races with AMQP clients;
-// the first one stops the import and is returned.
-func (s *Server) applyDefinitions(d *Definitions) error {
-	for _, v := range d.Vhosts {
-		if _, err := s.putVhostLocked(v.Name, v.VhostMeta); err != nil {
-			return fmt.Errorf("server: importing vhost %q: %w", v.Name, err)
-		}
-	}
-	for _, u := range d.Users {
-		if _, err := s.putUserLocked(u.Name, u.PasswordHash, u.Tags); err != nil {
-			return fmt.Errorf("server: importing user %q: %w", u.Name, err)
-		}
-	}
-	for _, p := range d.Permissions {
-		if _, err := s.setPermissionLocked(p.User, p.Vhost, p.Permission); err != nil {
-			return fmt.Errorf("server: importing permissions of %q: %w", p.User, err)
-		}
-	}
-	for _, tp := range d.TopicPermissions {
-		if _, err := s.setTopicPermissionLocked(tp); err != nil {
-			return fmt.Errorf("server: importing topic permissions of %q: %w", tp.User, err)
-		}
-	}
-	for _, p := range d.Parameters {
-		s.putParameterLocked(p)
-	}
-	for _, p := range d.GlobalParameters {
-		s.putGlobalLocked(p.Name, p.Value)
-	}
-	for i, ps := range [][]Policy{d.Policies, d.OperatorPolicies} {
-		for _, p := range ps {
-			if _, err := s.PutPolicy(p, i == 1); err != nil {
-				return fmt.Errorf("server: importing policy %q: %w", p.Name, err)
-			}
-		}
-	}
-	return s.applyTopology(d)
-}
-
-// applyTopology declares the file's exchanges, queues and bindings, keeping
-// the ones that exist.
-func (s *Server) applyTopology(d *Definitions) error {
-	for _, x := range d.Exchanges {
-		vh := s.Vhost(x.Vhost)
-		if vh == nil || vh.exchange(x.Name) != nil {
-			continue
-		}
-		if _, err := vh.declareExchangeAdmin(x.ExchangeSpec); err != nil {
-			return fmt.Errorf("server: importing %s: %w", describeExchange(x.Name, x.Vhost), err)
-		}
-	}
-	for _, q := range d.Queues {
-		vh := s.Vhost(q.Vhost)
-		if vh == nil || vh.queue(q.Name) != nil {
-			continue
-		}
-		if _, err := vh.declareQueueAdmin(q.QueueSpec); err != nil {
-			return fmt.Errorf("server: importing %s: %w", describeQueue(q.Name, q.Vhost), err)
-		}
-	}
-	for _, b := range d.Bindings {
-		vh := s.Vhost(b.Vhost)
-		if vh == nil {
-			continue
-		}
-		if err := vh.bindAdmin(b); err != nil {
-			return fmt.Errorf("server: importing a binding from %s: %w", describeExchange(b.Source, b.Vhost), err)
 		}
 	}
 	return nil
