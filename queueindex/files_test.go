@@ -248,3 +248,40 @@ func TestReleaseIdleClosesSharedDirectory(t *testing.T) {
 	}
 	checkEntries(t, ix, want)
 }
+
+// BenchmarkFlushManyIndexes appends one entry to each of 2,000 indexes in
+// turn and flushes it, with a shared cache of 256 files (each flush reopens
+// the index's segment file) and with no bound. ns/op is per append+flush.
+func BenchmarkFlushManyIndexes(b *testing.B) {
+	const indexes = 2000
+	for _, m := range syncModes {
+		for _, limit := range []int{256, 0} {
+			b.Run(fmt.Sprintf("%s/files=%d", m.name, limit), func(b *testing.B) {
+				files := newTestFiles(b, limit)
+				root := b.TempDir()
+				ixs := make([]*Index, indexes)
+				for i := range ixs {
+					cfg := benchConfig(b, m.sync)
+					cfg.Dir = filepath.Join(root, fmt.Sprint(i))
+					cfg.Files = files
+					ixs[i], _ = mustOpen(b, cfg)
+					defer ixs[i].Close()
+					appendN(b, ixs[i], 0, 1) // the segment file exists before the timer
+					mustFlush(b, ixs[i])
+				}
+				before := files.Stats().Opens
+				e := entryFor(1)
+				b.ResetTimer()
+				for i := range b.N {
+					ix := ixs[i%indexes]
+					if _, err := ix.Append(e); err != nil {
+						b.Fatal(err)
+					}
+					mustFlush(b, ix)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(files.Stats().Opens-before)/float64(b.N), "opens/op")
+			})
+		}
+	}
+}
