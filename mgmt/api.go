@@ -67,7 +67,7 @@ func New(cfg Config) (*API, error) {
 	a.maxThreads = debug.SetMaxThreads(1 << 30)
 	debug.SetMaxThreads(a.maxThreads)
 	if a.srv.ClusterName() == "" {
-		if err := a.srv.SetClusterName(cfg.NodeName); err != nil {
+		if err := a.srv.SetClusterName(a.srv.NodeName()); err != nil {
 			return nil, fmt.Errorf("mgmt: setting the cluster name: %w", err)
 		}
 	}

@@ -27,7 +27,6 @@ func TestMgmtConfigValidate(t *testing.T) {
 		"huge objects":   func(c *Config) { c.ObjectHistory = 5000 },
 		"tiny body":      func(c *Config) { c.MaxBodyBytes = 10 },
 		"no logger":      func(c *Config) { c.Logger = nil },
-		"no node":        func(c *Config) { c.NodeName = "" },
 		"no timeout":     func(c *Config) { c.WriteTimeout = 0 },
 		"no product":     func(c *Config) { c.ProductName = "" },
 		"negative idle":  func(c *Config) { c.IdleTimeout = -1 },
@@ -272,6 +271,32 @@ func TestMgmtHealthChecks(t *testing.T) {
 	e.must(e.get("/api/aliveness-test/%2F"), 200, "aliveness")
 	if r := e.get("/api/aliveness-test/nosuch"); r.status != 404 {
 		t.Errorf("aliveness of a missing vhost: %d", r.status)
+	}
+}
+
+// The node name comes from server.Config.NodeName: every "node" field of the
+// API shows it, and it names the cluster until a name is set.
+func TestMgmtNodeNameFromServerConfig(t *testing.T) {
+	const name = "warren@seams-config"
+	e := newEnv(t, func(sc *server.Config, _ *Config) { sc.NodeName = name })
+	nodes := e.must(e.get("/api/nodes"), 200, "nodes").array(t)
+	if len(nodes) != 1 || nodes[0].(map[string]any)["name"] != name {
+		t.Fatalf("/api/nodes = %v, want one node %q", nodes, name)
+	}
+	e.must(e.get("/api/nodes/"+name), 200, "node")
+	ov := e.get("/api/overview").object(t)
+	if ov["node"] != name || ov["statistics_db_node"] != name || ov["cluster_name"] != name {
+		t.Errorf("overview node %v statistics_db_node %v cluster_name %v, want %q",
+			ov["node"], ov["statistics_db_node"], ov["cluster_name"], name)
+	}
+	for _, l := range ov["listeners"].([]any) {
+		if n := l.(map[string]any)["node"]; n != name {
+			t.Errorf("listener node %v, want %q", n, name)
+		}
+	}
+	e.must(e.put("/api/queues/%2F/seams-q", map[string]any{"durable": true}), 201, "declare")
+	if q := e.must(e.get("/api/queues/%2F/seams-q"), 200, "queue").object(t); q["node"] != name {
+		t.Errorf("queue node %v, want %q", q["node"], name)
 	}
 }
 

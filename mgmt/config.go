@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/warrenmq/warren/server"
@@ -25,10 +24,6 @@ type Config struct {
 
 	// Logger receives the API's logs. Default slog.Default().
 	Logger *slog.Logger
-
-	// NodeName is the node name reported in "node" fields, RabbitMQ style
-	// ("warren@host"). Default "warren@" + the host name.
-	NodeName string
 
 	// ProductName is reported as product_name. Default "Warren".
 	ProductName string
@@ -77,14 +72,9 @@ type Config struct {
 
 // DefaultConfig returns the defaults; Server must still be set.
 func DefaultConfig() Config {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
 	return Config{
 		Listen:            "0.0.0.0:15672",
 		Logger:            slog.Default(),
-		NodeName:          "warren@" + host,
 		ProductName:       "Warren",
 		StatsInterval:     5 * time.Second,
 		StatsHistory:      120,
@@ -111,9 +101,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		errs = append(errs, errors.New("Logger is nil"))
-	}
-	if c.NodeName == "" {
-		errs = append(errs, errors.New("NodeName is empty"))
 	}
 	if c.ProductName == "" {
 		errs = append(errs, errors.New("ProductName is empty"))

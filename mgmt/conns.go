@@ -19,7 +19,7 @@ func (a *API) connectionJSON(c server.ConnDetail, q sampleQuery) map[string]any 
 	peerHost, peerPort := server.SplitHostPort(c.Peer)
 	d := a.stats.connDetails(c.ID, q)
 	m := map[string]any{
-		"name": c.Name, "node": a.cfg.NodeName, "type": "network", "state": "running", "protocol": c.Protocol,
+		"name": c.Name, "node": a.srv.NodeName(), "type": "network", "state": "running", "protocol": c.Protocol,
 		"user": c.User, "user_who_performed_action": c.User, "vhost": c.Vhost,
 		"host": host, "port": port, "peer_host": peerHost, "peer_port": peerPort,
 		"ssl": false, "ssl_protocol": nil, "ssl_key_exchange": nil, "ssl_cipher": nil, "ssl_hash": nil,
@@ -123,7 +123,7 @@ func (a *API) channelJSON(c server.ChannelInfo, q sampleQuery) map[string]any {
 	peerHost, peerPort := server.SplitHostPort(c.Peer)
 	d := a.stats.channelDetails(chanKey{c.ConnID, c.Number}, q)
 	m := map[string]any{
-		"name": channelName(c), "number": c.Number, "node": a.cfg.NodeName, "user": c.User,
+		"name": channelName(c), "number": c.Number, "node": a.srv.NodeName(), "user": c.User,
 		"user_who_performed_action": c.User, "vhost": c.Vhost, "state": "running",
 		"connection_details": map[string]any{"name": c.ConnName, "peer_host": peerHost, "peer_port": peerPort},
 		"confirm":            c.Confirm, "transactional": c.Transactional,
@@ -207,7 +207,7 @@ func (a *API) consumerJSON(c server.ConsumerInfo) map[string]any {
 	return map[string]any{
 		"consumer_tag": c.Tag, "queue": map[string]any{"name": c.Queue, "vhost": c.Vhost},
 		"channel_details": map[string]any{
-			"connection_name": c.ConnName, "name": fmt.Sprintf("%s (%d)", c.ConnName, c.Channel), "node": a.cfg.NodeName,
+			"connection_name": c.ConnName, "name": fmt.Sprintf("%s (%d)", c.ConnName, c.Channel), "node": a.srv.NodeName(),
 			"number": c.Channel, "peer_host": peerHost, "peer_port": peerPort, "user": c.User,
 		},
 		"ack_required": c.AckRequired, "exclusive": c.Exclusive, "prefetch_count": c.Prefetch,

@@ -51,12 +51,12 @@ func newEnv(t testing.TB, mutate ...func(*server.Config, *Config)) *env {
 	scfg := server.DefaultConfig()
 	scfg.AMQPListen = "127.0.0.1:0"
 	scfg.DataDir = t.TempDir()
+	scfg.NodeName = testNode
 	scfg.MemoryHighWatermark = 0
 	scfg.Logger = testLogger()
 	scfg.LoginFailureDelay = 10 * time.Millisecond // not RabbitMQ's 3 s for the refused logins tests make
 	cfg := DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
-	cfg.NodeName = testNode
 	cfg.Logger = scfg.Logger
 	cfg.StatsInterval = 50 * time.Millisecond
 	for _, f := range mutate {

@@ -34,7 +34,7 @@ func (a *API) listeners() []map[string]any {
 		if host == "" || host == "0.0.0.0" {
 			host = "::"
 		}
-		out = append(out, map[string]any{"node": a.cfg.NodeName, "protocol": protocol, "ip_address": host,
+		out = append(out, map[string]any{"node": a.srv.NodeName(), "protocol": protocol, "ip_address": host,
 			"port": port, "socket_opts": map[string]any{}})
 	}
 	if n := a.srv.Node(); n.AMQPAddr != "" {
@@ -56,7 +56,7 @@ func (a *API) contexts(withNode bool) []map[string]any {
 	}
 	c := map[string]any{"description": "RabbitMQ Management", "path": "/", "port": port}
 	if withNode {
-		c["node"] = a.cfg.NodeName
+		c["node"] = a.srv.NodeName()
 	}
 	return []map[string]any{c}
 }
@@ -99,8 +99,8 @@ func (a *API) getOverview(rq *request) error {
 			"exchanges": totals.Exchanges, "queues": totals.Queues,
 		},
 		"statistics_db_event_queue": 0,
-		"statistics_db_node":        a.cfg.NodeName,
-		"node":                      a.cfg.NodeName,
+		"statistics_db_node":        a.srv.NodeName(),
+		"node":                      a.srv.NodeName(),
 		"listeners":                 a.listeners(),
 		"contexts":                  a.contexts(true),
 	})
@@ -165,7 +165,7 @@ func (a *API) listNodes(rq *request) error {
 }
 
 func (a *API) getNode(rq *request) error {
-	if rq.param("node") != a.cfg.NodeName {
+	if rq.param("node") != a.srv.NodeName() {
 		return errNotFound
 	}
 	writeJSON(rq.w, http.StatusOK, a.nodeJSON())
@@ -183,7 +183,7 @@ func (a *API) nodeJSON() map[string]any {
 	fds := a.srv.Descriptors()
 	diskFree := diskFree(n.DataDir)
 	return map[string]any{
-		"name": a.cfg.NodeName, "type": "disc", "running": true, "being_drained": false,
+		"name": a.srv.NodeName(), "type": "disc", "running": true, "being_drained": false,
 		"os_pid": strconv.Itoa(os.Getpid()), "uptime": processUptimeMillis(),
 		"run_queue": metricValue(rs[0]), "processors": runtime.NumCPU(),
 		"fd_used": fdUsed, "fd_total": fds.Limit, "sockets_used": fds.SocketsUsed, "sockets_total": fds.SocketsLimit,
@@ -219,10 +219,10 @@ func (a *API) healthSingleNode(rq *request) error {
 func (a *API) healthAlarms(rq *request) error {
 	var alarms []map[string]any
 	if a.srv.MemoryAlarm() {
-		alarms = append(alarms, map[string]any{"node": a.cfg.NodeName, "resource": "memory"})
+		alarms = append(alarms, map[string]any{"node": a.srv.NodeName(), "resource": "memory"})
 	}
 	if a.srv.DiskAlarm() {
-		alarms = append(alarms, map[string]any{"node": a.cfg.NodeName, "resource": "disk"})
+		alarms = append(alarms, map[string]any{"node": a.srv.NodeName(), "resource": "disk"})
 	}
 	if len(alarms) > 0 {
 		writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{

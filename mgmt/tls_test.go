@@ -24,6 +24,7 @@ func TestHTTPSManagementAPI(t *testing.T) {
 	scfg.DataDir = filepath.Join(dir, "data")
 	scfg.MemoryHighWatermark = 0
 	scfg.Logger = testLogger()
+	scfg.NodeName = testNode
 	scfg.TLSCertFile, scfg.TLSKeyFile = certFile, keyFile
 	scfg.AMQPSListen = "127.0.0.1:0"
 	srv, err := server.New(scfg)
@@ -35,7 +36,7 @@ func TestHTTPSManagementAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	cfg.Listen, cfg.Server, cfg.Logger, cfg.NodeName = "127.0.0.1:0", srv, scfg.Logger, testNode
+	cfg.Listen, cfg.Server, cfg.Logger = "127.0.0.1:0", srv, scfg.Logger
 	cfg.TLS = srv.TLSConfig()
 	if cfg.TLS == nil {
 		t.Fatal("TLSConfig is nil with a certificate configured")

@@ -18,7 +18,7 @@ func (a *API) vhostJSON(v server.VhostInfo, counters server.MessageCounters, q s
 		"name": v.Name, "description": v.Description, "tags": v.Tags, "default_queue_type": dqt,
 		"metadata":      map[string]any{"description": v.Description, "tags": v.Tags},
 		"tracing":       v.Tracing,
-		"cluster_state": map[string]any{a.cfg.NodeName: "running"},
+		"cluster_state": map[string]any{a.srv.NodeName(): "running"},
 	}
 	putStat(m, "messages", v.Messages, d)
 	putStat(m, "messages_ready", v.Ready, d)

@@ -90,7 +90,14 @@ type Config struct {
 	// bounded by the frame and message size only, as in RabbitMQ.
 	MaxFieldTableSize int
 
-	// DataDir holds all persistent state. Unused by the in-memory core.
+	// NodeName is this node's name, RabbitMQ style ("warren@host"): the
+	// "node" of every object in the management API and the rabbitmq_node
+	// label of the metrics. Default "warren@" + the host name.
+	NodeName string
+
+	// DataDir holds all persistent state: meta.db, the node's identity
+	// (node_id) and each vhost's message stores. Empty keeps everything in
+	// memory, and the node gets a new identity at every start.
 	DataDir string
 
 	// MaxOpenIndexFiles bounds the files the queue indexes of the node keep
@@ -215,6 +222,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		AMQPListen:           "0.0.0.0:5672",
+		NodeName:             defaultNodeName(),
 		DataDir:              "./data",
 		FrameMax:             131072,
 		ChannelMax:           2047,
@@ -289,6 +297,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MemoryCheckInterval <= 0 {
 		errs = append(errs, errors.New("MemoryCheckInterval must be positive"))
+	}
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("NodeName is empty"))
 	}
 	if c.DefaultVhost == "" {
 		errs = append(errs, errors.New("DefaultVhost is empty"))

@@ -460,7 +460,7 @@ func powerCut(t *testing.T, dataDir, shadow string) (restored, removed int) {
 			return err
 		}
 		name := d.Name()
-		if name == "meta.db" || name == "LOCK" || name == "lock" || name == "cluster_id" {
+		if name == "meta.db" || name == "LOCK" || name == "lock" || name == "cluster_id" || name == nodeIDFile {
 			return nil
 		}
 		rel, err := filepath.Rel(dataDir, path)

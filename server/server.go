@@ -22,8 +22,9 @@ import (
 // Lock order: Server.mu → Vhost.mu → Exchange.mu; Queue.mu → channel.umu →
 // outbox.mu. users.mu, alarms.mu and limitsMu are leaves. See LOCKS.md.
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	nodeID string // see NodeID (identity.go)
 
 	ln      net.Listener
 	amqpsLn net.Listener  // nil unless Config.AMQPSListen is set
@@ -101,6 +102,13 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	// After openMeta, whose file lock keeps a second node off this directory.
+	id, err := loadNodeID(cfg.DataDir)
+	if err != nil {
+		s.closeMeta()
+		return nil, err
+	}
+	s.nodeID = id
 	started := time.Now()
 	firstBoot, err := s.loadDefinitions()
 	if err == nil {
@@ -336,6 +344,7 @@ func (c *conn) forceClose(code uint16, text string) {
 // openVhostStorage gives a vhost its message store when the server has a
 // data directory.
 func (s *Server) openVhostStorage(vh *Vhost) error {
+	vh.srv = s
 	vh.streams.bind(s) // streams declared by any path (AMQP, API, definitions) open with this server
 	if s.cfg.DataDir == "" {
 		return nil

@@ -32,6 +32,9 @@ var (
 // Vhost is a virtual host: a namespace of exchanges, queues and bindings.
 type Vhost struct {
 	name string
+	// srv is the node the vhost belongs to, set when the server attaches it
+	// (openVhostStorage, for both new and loaded vhosts).
+	srv *Server
 	// meta persists durable definitions and storage persistent messages; both
 	// are nil when the server has no data directory.
 	meta    *metaStore

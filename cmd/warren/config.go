@@ -42,7 +42,7 @@ var settings = []setting{
 	{"metrics-max-connections", 32, "most Prometheus metrics connections served at once; more wait until one closes"},
 	{"pprof-listen", "", "Go profiler (net/http/pprof) address, e.g. 127.0.0.1:6060 (empty disables)"},
 	{"metrics-per-object", false, "serve per-queue and per-connection metrics at /metrics (always at /metrics/per-object)"},
-	{"node-name", "", "node name in the management API and metrics (default warren@<hostname>)"},
+	{"node-name", "", "the node's name in the management API and metrics (default warren@<hostname>)"},
 	{"log-format", "text", "log format: text or json"},
 	{"log-level", "info", "log level: debug, info, warn or error"},
 	{"frame-max", 131072, "largest frame in bytes proposed to clients"},
@@ -55,6 +55,7 @@ var settings = []setting{
 	{"memory-high-watermark", 0.4, "block publishers above this fraction of RAM (<= 1.0) or number of bytes (> 1.0); 0 disables"},
 	{"disk-free-limit", 1 << 30, "block publishers while the data directory's file system has fewer free bytes (0 disables)"},
 	{"default-vhost", "/", "vhost created at start"},
+	{"vhosts", []string{}, "more vhosts created at start, comma-separated"},
 	{"default-user", "guest", "user created at start with full access to the default vhost"},
 	{"default-pass", "guest", "password of the default user"},
 	{"loopback-users", []string{"guest"}, "users that may only connect from loopback addresses"},
@@ -135,6 +136,9 @@ type fileUser struct {
 func toServerConfig(v *viper.Viper) (server.Config, error) {
 	cfg := server.DefaultConfig()
 	cfg.DataDir = v.GetString("data-dir")
+	if node := v.GetString("node-name"); node != "" {
+		cfg.NodeName = node
+	}
 	cfg.AMQPListen = v.GetString("amqp-listen")
 	cfg.AMQPSListen = v.GetString("amqps-listen")
 	cfg.TLSCertFile = v.GetString("tls-cert")

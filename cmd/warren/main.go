@@ -87,7 +87,6 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 			}
 		}
 	}
-	node := v.GetString("node-name")
 	if addr := v.GetString("pprof-listen"); addr != "" {
 		stopPprof, err := startPprof(addr, cfg.Logger)
 		if err != nil {
@@ -105,9 +104,6 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 			return nil, err
 		}
 		mc.TLS = tc
-		if node != "" {
-			mc.NodeName = node
-		}
 		api, err := mgmt.New(mc)
 		if err == nil {
 			err = api.Start()
@@ -130,9 +126,6 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 			return nil, err
 		}
 		mc.TLS = tc
-		if node != "" {
-			mc.Options.NodeName = node
-		}
 		id, err := clusterID(cfg.DataDir)
 		if err != nil {
 			stop()

@@ -15,6 +15,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/msgstore"
+	"github.com/warrenmq/warren/server"
 )
 
 func TestVersionFlag(t *testing.T) {
@@ -71,6 +72,27 @@ users:
 	}
 	if cfg.DataDir != "./data" || cfg.ChannelMax != 2047 {
 		t.Errorf("defaults lost: %+v", cfg)
+	}
+	if cfg.NodeName != server.DefaultConfig().NodeName {
+		t.Errorf("default node name lost: %q", cfg.NodeName)
+	}
+}
+
+// node-name reaches server.Config, and vhosts is a flag like every scalar key.
+func TestNodeNameAndVhostsFlags(t *testing.T) {
+	cfg, _, _, err := loadConfig([]string{"--node-name", "warren@seams", "--vhosts", "a,b"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeName != "warren@seams" {
+		t.Errorf("NodeName %q, want warren@seams", cfg.NodeName)
+	}
+	if len(cfg.Vhosts) != 2 || cfg.Vhosts[0] != "a" || cfg.Vhosts[1] != "b" {
+		t.Errorf("vhosts %v, want [a b]", cfg.Vhosts)
+	}
+	t.Setenv("WARREN_NODE_NAME", "warren@env")
+	if cfg, _, _, err = loadConfig(nil, &bytes.Buffer{}); err != nil || cfg.NodeName != "warren@env" {
+		t.Errorf("NodeName from the environment %q (%v)", cfg.NodeName, err)
 	}
 }
 

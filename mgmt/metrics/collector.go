@@ -187,11 +187,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	snap, tot := c.tally.scrape(c.srv)
 	ds, e := c.descs, emitter{ch}
 
+	node := c.srv.NodeName()
 	cluster := snap.ClusterName
 	if cluster == "" {
 		cluster = c.opts.ClusterName
 	}
-	e.untyped(ds.identity, 1, labelValue(c.opts.NodeName), labelValue(cluster),
+	if cluster == "" {
+		cluster = node
+	}
+	e.untyped(ds.identity, 1, labelValue(node), labelValue(cluster),
 		labelValue(c.opts.ClusterPermanentID), c.endpoint.String())
 	version := labelValue(snap.ProductVersion)
 	e.untyped(ds.build, 1, version, version, c.clientVersion, "n/a", labelValue(c.opts.ProductName), version)

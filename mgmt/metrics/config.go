@@ -6,23 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"time"
 )
 
 // Options says how the node identifies itself in the exposition and which
-// shape /metrics has. Start from DefaultOptions.
+// shape /metrics has. Start from DefaultOptions. The rabbitmq_node label of
+// rabbitmq_identity_info is the server's node name (server.Config.NodeName).
 type Options struct {
-	// NodeName is the rabbitmq_node label of rabbitmq_identity_info, the name
-	// dashboards show per node. Default "warren@<hostname>", in RabbitMQ's
-	// name@host form.
-	NodeName string
-
 	// ClusterName is the rabbitmq_cluster label while the server has no
 	// cluster name of its own (server.Server.ClusterName, set through the
 	// management API or definitions), which wins when set. Dashboards select
-	// a cluster by it. Default: NodeName, as in RabbitMQ before a cluster
-	// name is set.
+	// a cluster by it. Empty, the default, uses the server's node name, as
+	// RabbitMQ does before a cluster name is set.
 	ClusterName string
 
 	// ClusterPermanentID is the rabbitmq_cluster_permanent_id label: a UUID
@@ -43,17 +38,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultOptions returns options naming this host's node.
+// DefaultOptions returns the default options.
 func DefaultOptions() Options {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		// A node needs some name; RabbitMQ falls back to the same.
-		host = "localhost"
-	}
-	node := "warren@" + host
 	return Options{
-		NodeName:    node,
-		ClusterName: node,
 		ProductName: "Warren",
 		Logger:      slog.Default(),
 	}
@@ -62,12 +49,6 @@ func DefaultOptions() Options {
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.NodeName == "" {
-		errs = append(errs, errors.New("NodeName is empty"))
-	}
-	if o.ClusterName == "" {
-		errs = append(errs, errors.New("ClusterName is empty"))
-	}
 	if o.ProductName == "" {
 		errs = append(errs, errors.New("ProductName is empty"))
 	}

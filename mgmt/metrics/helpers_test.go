@@ -52,8 +52,8 @@ func startEnv(t testing.TB, mutate ...func(*server.Config, *Options)) *env {
 	scfg.MemoryHighWatermark = 0
 	scfg.Logger = testLogger()
 	scfg.ProductVersion = "9.9.9-test"
+	scfg.NodeName = "warren@testhost"
 	opts := DefaultOptions()
-	opts.NodeName = "warren@testhost"
 	opts.ClusterName = "test-cluster"
 	opts.ClusterPermanentID = "6e1b2c1a-0000-4000-8000-000000000001"
 	opts.Logger = scfg.Logger

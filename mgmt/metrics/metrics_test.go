@@ -127,6 +127,18 @@ func TestMetricsDashboardFamilies(t *testing.T) {
 	}
 }
 
+// The node is named by server.Config.NodeName, and until a cluster name is
+// set it names the cluster too, as in RabbitMQ.
+func TestMetricsIdentityFromServerConfig(t *testing.T) {
+	e := startEnv(t, func(c *server.Config, o *Options) {
+		c.NodeName = "warren@seams-node"
+		o.ClusterName = ""
+	})
+	e.scrape(t, "/metrics").get(t, "rabbitmq_identity_info", map[string]string{
+		"rabbitmq_node": "warren@seams-node", "rabbitmq_cluster": "warren@seams-node",
+	})
+}
+
 func TestMetricsHTTP(t *testing.T) {
 	e := startEnv(t)
 	req, _ := http.NewRequest("GET", e.base+"/metrics", nil)
@@ -568,8 +580,6 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"empty listen", func(c *Config) { c.Listen = "" }, "Listen is empty"},
 		{"bad listen", func(c *Config) { c.Listen = "15692" }, "Listen \"15692\""},
-		{"no node", func(c *Config) { c.Options.NodeName = "" }, "NodeName is empty"},
-		{"no cluster", func(c *Config) { c.Options.ClusterName = "" }, "ClusterName is empty"},
 		{"no product", func(c *Config) { c.Options.ProductName = "" }, "ProductName is empty"},
 		{"no logger", func(c *Config) { c.Options.Logger = nil }, "Logger is nil"},
 		{"header timeout", func(c *Config) { c.ReadHeaderTimeout = 0 }, "ReadHeaderTimeout"},
@@ -594,9 +604,9 @@ func TestConfigValidate(t *testing.T) {
 
 func TestHandlerPanicsOnInvalidOptions(t *testing.T) {
 	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "NodeName") {
-			t.Fatalf("recover() = %v, want a panic naming NodeName", r)
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "ProductName") {
+			t.Fatalf("recover() = %v, want a panic naming ProductName", r)
 		}
 	}()
-	Handler(nil, Options{ClusterName: "c", ProductName: "p", Logger: testLogger()})
+	Handler(nil, Options{ClusterName: "c", Logger: testLogger()})
 }
