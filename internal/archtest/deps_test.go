@@ -8,23 +8,51 @@ import (
 
 const module = "github.com/warrenmq/warren"
 
-// allowed lists, for each package of the module, the module packages it may
-// import. Packages not listed may import nothing of the module; a package
-// missing here fails the test so every new package gets a rule.
-var allowed = map[string][]string{
+// rule is what one package of the module may import besides the standard
+// library: packages of the module, and third-party modules by import path
+// prefix (a prefix also allows the packages below it).
+type rule struct {
+	module     []string
+	thirdParty []string
+}
+
+// Third-party modules, named once so a rule says which it allows.
+const (
+	amqp091    = "github.com/rabbitmq/amqp091-go"
+	bbolt      = "go.etcd.io/bbolt"
+	netutil    = "golang.org/x/net/netutil"
+	prometheus = "github.com/prometheus/client_golang"
+	pflag      = "github.com/spf13/pflag"
+	viper      = "github.com/spf13/viper"
+	raft       = "github.com/hashicorp/raft"
+	raftBolt   = "github.com/hashicorp/raft-boltdb/v2"
+	memberlist = "github.com/hashicorp/memberlist"
+)
+
+// allowed is the dependency direction, for each package of the module:
+//
+//	cmd → mgmt → server → cluster, queueindex → msgstore
+//
+// with amqp importable by all and importing only the standard library.
+// cluster (Raft, membership) sits below server and imports no broker
+// package, only its libraries and msgstore for the replicated log, so it
+// can be tested without a broker, as RabbitMQ's broker is built on ra,
+// osiris and aten. A package missing here fails the test, so every new
+// package, and every new third-party dependency, needs a rule.
+var allowed = map[string]rule{
 	"":                  {}, // the module root: documentation and the soak entry point
 	"amqp":              {},
 	"msgstore":          {},
-	"queueindex":        {"msgstore"},
-	"server/route":      {"amqp"},
-	"server":            {"amqp", "server/route", "queueindex", "msgstore"},
-	"cluster":           {"amqp"},
-	"mgmt":              {"server", "amqp", "msgstore", "queueindex", "mgmt/ui", "mgmt/metrics"},
+	"queueindex":        {module: []string{"msgstore"}},
+	"cluster":           {module: []string{"msgstore"}, thirdParty: []string{raft, raftBolt, memberlist}},
+	"server/route":      {module: []string{"amqp"}},
+	"server":            {module: []string{"amqp", "server/route", "cluster", "queueindex", "msgstore"}, thirdParty: []string{bbolt}},
+	"mgmt":              {module: []string{"server", "amqp", "msgstore", "queueindex", "mgmt/ui", "mgmt/metrics"}, thirdParty: []string{netutil}},
 	"mgmt/ui":           {},
-	"mgmt/metrics":      {"server", "amqp"},
-	"cmd/warren":        {"server", "mgmt", "mgmt/ui", "mgmt/metrics", "cluster", "amqp", "msgstore"},
+	"mgmt/metrics":      {module: []string{"server", "amqp"}, thirdParty: []string{prometheus, netutil}},
+	"cmd/warren":        {module: []string{"server", "mgmt", "mgmt/ui", "mgmt/metrics", "cluster", "amqp", "msgstore"}, thirdParty: []string{pflag, viper}},
 	"cmd/warrenctl":     {},
-	"cmd/warren-perf":   {},
+	"cmd/warren-perf":   {thirdParty: []string{amqp091}},
 	"cmd/amqpgen":       {},
 	"internal/archtest": {},
 	"internal/testcert": {},
@@ -33,9 +61,6 @@ var allowed = map[string][]string{
 	// here) leaves out, so no rule above needs it.
 	"internal/soakflag": {},
 }
-
-// stdOnly are leaf packages that may import only the standard library.
-var stdOnly = map[string]bool{"amqp": true, "msgstore": true, "queueindex": true, "internal/testcert": true, "internal/soakflag": true}
 
 func TestDependencyDirection(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}", module+"/...").CombinedOutput()
@@ -46,30 +71,59 @@ func TestDependencyDirection(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		pkgPath, imports, _ := strings.Cut(line, "|")
 		pkg := strings.TrimPrefix(strings.TrimPrefix(pkgPath, module), "/")
-		rules, ok := allowed[pkg]
+		r, ok := allowed[pkg]
 		if !ok {
 			t.Errorf("package %q has no dependency rule in archtest", pkg)
 			continue
 		}
 		seen++
 		for _, imp := range strings.Split(imports, ",") {
-			if imp == "" {
-				continue
-			}
-			if strings.HasPrefix(imp, module+"/") {
-				dep := strings.TrimPrefix(imp, module+"/")
-				if !contains(rules, dep) {
-					t.Errorf("%s imports %s, which the dependency direction forbids", pkg, dep)
-				}
-				continue
-			}
-			if stdOnly[pkg] && strings.Contains(strings.Split(imp, "/")[0], ".") {
-				t.Errorf("%s must import only the standard library, but imports %s", pkg, imp)
+			if why := r.forbids(imp); why != "" {
+				t.Errorf("%s imports %s, %s", pkg, imp, why)
 			}
 		}
 	}
 	if seen < 4 {
 		t.Fatalf("only %d packages checked; go list output:\n%s", seen, out)
+	}
+}
+
+// forbids returns why the rule forbids importing imp, or "" if it allows it.
+func (r rule) forbids(imp string) string {
+	switch {
+	case imp == "":
+		return ""
+	case strings.HasPrefix(imp, module+"/"):
+		if contains(r.module, strings.TrimPrefix(imp, module+"/")) {
+			return ""
+		}
+		return "which the dependency direction forbids"
+	case !strings.Contains(strings.Split(imp, "/")[0], "."):
+		return "" // the standard library
+	}
+	for _, p := range r.thirdParty {
+		if imp == p || strings.HasPrefix(imp, p+"/") {
+			return ""
+		}
+	}
+	return "a third-party package its rule does not allow"
+}
+
+// The rules themselves keep cluster below server and free of the broker.
+func TestClusterStaysBelowServer(t *testing.T) {
+	if !contains(allowed["server"].module, "cluster") {
+		t.Error("server may not import cluster")
+	}
+	for _, broker := range []string{"server", "server/route", "mgmt", "mgmt/metrics", "queueindex", "amqp"} {
+		if why := allowed["cluster"].forbids(module + "/" + broker); why == "" {
+			t.Errorf("cluster may import %s", broker)
+		}
+	}
+	if allowed["cluster"].forbids(module+"/msgstore") != "" || allowed["cluster"].forbids(raft) != "" {
+		t.Error("cluster may not import msgstore or hashicorp/raft")
+	}
+	if allowed["cluster"].forbids(raft+"-other") == "" {
+		t.Error("a prefix allows a different module")
 	}
 }
 
