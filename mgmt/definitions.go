@@ -253,7 +253,12 @@ func parseVhostsSection(m map[string]any, d *server.Definitions) error {
 		if def.Tags, err = src.tags("tags"); err != nil {
 			return defError("vhosts", i, err)
 		}
-		if dqt, ok := v["default_queue_type"].(string); ok && dqt != "undefined" {
+		// 3.13 and later export it in metadata only, 3.11 and 3.12 beside it.
+		dqt, ok := v["default_queue_type"].(string)
+		if !ok {
+			dqt, _ = src["default_queue_type"].(string)
+		}
+		if dqt != "undefined" {
 			def.DefaultQueueType = dqt
 		}
 		d.Vhosts = append(d.Vhosts, def)
