@@ -36,8 +36,10 @@
 //     of idle sockets can hold every slot for up to HandshakeTimeout, and a
 //     refused login holds its slot for LoginFailureDelay.
 //   - TLS certificates are read once at New; replacing them needs a restart.
-//   - Queues hold messages in memory; persistence, paging and durable
-//     definitions arrive with the msgstore and queueindex integration.
+//   - Durable definitions live in meta.db (bbolt), persistent messages in
+//     each vhost's msgstore with a queueindex per durable queue; queues keep
+//     a bounded head in memory and page the rest (persist.go, queue_disk.go).
+//     Definition changes still write to disk under Vhost.mu (LOCKS.md).
 //   - The default user guest may connect only from loopback, as in RabbitMQ.
 //
 // Lock order is in LOCKS.md at the repository root, goroutines in THREADS.md.
