@@ -124,7 +124,7 @@ func (c *conn) startMethod() *amqp.ConnectionStart {
 			"platform":     "Go",
 			"copyright":    "Warren authors",
 			"information":  "AMQP 0-9-1 broker; RabbitMQ-compatible",
-			"cluster_name": "warren",
+			"cluster_name": c.srv.announcedClusterName(),
 			"capabilities": caps,
 		},
 		Mechanisms: c.mechanisms(),

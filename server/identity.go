@@ -29,6 +29,16 @@ func defaultNodeName() string {
 // NodeName returns the node's name (Config.NodeName).
 func (s *Server) NodeName() string { return s.cfg.NodeName }
 
+// announcedClusterName is the cluster_name of connection.start: the cluster
+// name once set, else the node's name, which is what RabbitMQ announces
+// before a cluster name is set.
+func (s *Server) announcedClusterName() string {
+	if name := s.ClusterName(); name != "" {
+		return name
+	}
+	return s.cfg.NodeName
+}
+
 // NodeID returns the node's identity: a random UUID created the first time
 // the node starts on its data directory and kept there, so a restart keeps it
 // and a wiped data directory gets a new one. A cluster tells a node that lost

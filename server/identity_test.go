@@ -21,6 +21,24 @@ func TestNodeNameFromConfig(t *testing.T) {
 	}
 }
 
+// connection.start announces the cluster name, which until one is set is the
+// node's name, as RabbitMQ 3.10 announces "warrenref@vm" for its node.
+func TestStartAnnouncesClusterName(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.NodeName = "warren@seams-start" })
+	announced := func() any {
+		c := ts.dial(t)
+		defer c.Close()
+		return c.Properties["cluster_name"]
+	}
+	if got := announced(); got != "warren@seams-start" {
+		t.Fatalf("cluster_name %v, want the node name", got)
+	}
+	must(t, ts.SetClusterName("seams-cluster"))
+	if got := announced(); got != "seams-cluster" {
+		t.Fatalf("cluster_name %v after SetClusterName, want seams-cluster", got)
+	}
+}
+
 // The node id is the node's identity for a cluster: kept across restarts on
 // the same data directory, new on a wiped one.
 func TestNodeIDSurvivesRestartNotWipe(t *testing.T) {
