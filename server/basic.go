@@ -116,7 +116,7 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	clear(ch.router.queues)
 	if res.duplicate { // confirmed but not enqueued
 		if ch.confirm {
-			ch.settleConfirm(seq, confirmAck)
+			ch.settleConfirm(seq, true)
 		}
 		return
 	}
@@ -132,22 +132,29 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 }
 
 // confirmRouted settles publish seq (in confirm mode) by what its queues did:
-// nack when one refused it or a stream append failed, ack once stored copies
-// and stream appends are durable, else ack.
+// nack when one refused it or a stream append failed; when stored copies or
+// stream appends are still to become durable, one completion that each of
+// them completes (the vhost's commit round, each stream's log), acked when
+// all are done; else ack.
 func (ch *channel) confirmRouted(seq uint64, res *routeResult) {
 	if !ch.confirm {
 		return
 	}
+	n := len(res.streams.logs)
+	if res.stored {
+		n++
+	}
 	switch {
 	case res.rejected, res.streams.failed:
-		ch.settleConfirm(seq, confirmNack)
-	case len(res.streams.logs) > 0:
-		ch.awaitStreams(seq, res.streams, res.stored)
-	case res.stored:
-		ch.confirms.add(seq, confirmWaiting)
-		ch.conn.vhost.storage.await(ch, seq)
+		ch.settleConfirm(seq, false)
+	case n == 0:
+		ch.settleConfirm(seq, true)
 	default:
-		ch.settleConfirm(seq, confirmAck)
+		c := ch.confirms.expect(seq, n)
+		res.streams.completeWhenDurable(c)
+		if res.stored {
+			ch.conn.vhost.storage.await(c)
+		}
 	}
 }
 
@@ -163,10 +170,10 @@ func (ch *channel) sendReturn(m *Message, code uint16, text string) {
 	o.signal()
 }
 
-// settleConfirm records the outcome of publish seq, settled at once; the
+// settleConfirm records the outcome of publish seq, known at once; the
 // confirm goes out at the end of the read batch, coalesced.
-func (ch *channel) settleConfirm(seq uint64, state uint8) {
-	ch.confirms.add(seq, state)
+func (ch *channel) settleConfirm(seq uint64, ack bool) {
+	ch.confirms.settled(seq, ack)
 	if !ch.dirty {
 		ch.dirty = true
 		ch.conn.dirty = append(ch.conn.dirty, ch)
@@ -177,7 +184,7 @@ func (ch *channel) settleConfirm(seq uint64, state uint8) {
 func (ch *channel) flushConfirms() {
 	ch.dirty = false
 	if ch.confirm {
-		ch.confirms.flush(ch.conn.out, ch.id)
+		ch.confirms.flush()
 	}
 }
 

@@ -78,7 +78,9 @@ type delivery struct {
 }
 
 func newChannel(c *conn, id uint16) *channel {
-	return &channel{id: id, conn: c, router: newRouter(), consumers: make(map[string]*consumer)}
+	ch := &channel{id: id, conn: c, router: newRouter(), consumers: make(map[string]*consumer)}
+	ch.confirms.init(c.out, id)
+	return ch
 }
 
 // handleFrame processes one frame addressed to this channel.

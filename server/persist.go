@@ -32,9 +32,12 @@ type vhostStorage struct {
 	// files is the node's index file cache, shared by every queue index.
 	files *queueindex.FileCache
 
-	mu      sync.Mutex
-	dirty   map[*Queue]struct{}
-	waiters []confirmWaiter
+	mu    sync.Mutex
+	dirty map[*Queue]struct{}
+	// waiters are the publishes whose confirms wait for the next round; the
+	// round swaps them with spare, so the two slices are reused.
+	waiters []completion
+	spare   []completion
 	synced  map[*Queue]struct{} // flushed since the last timed sync (interval/messages policies)
 
 	kick chan struct{}
@@ -44,12 +47,6 @@ type vhostStorage struct {
 	// failing is set while writes to the store fail (a full disk), so the
 	// failure is logged once when it starts and once when it ends.
 	failing atomic.Bool
-}
-
-// confirmWaiter is a publish whose confirm waits for the next commit round.
-type confirmWaiter struct {
-	ch  *channel
-	seq uint64
 }
 
 func openVhostStorage(dataDir, vhost string, cfg *Config, log *slog.Logger) (*vhostStorage, error) {
@@ -129,10 +126,11 @@ func (v *vhostStorage) markDirty(q *Queue) {
 	v.signal()
 }
 
-// await settles publish seq of ch after the next commit round.
-func (v *vhostStorage) await(ch *channel, seq uint64) {
+// await completes c after the next commit round: one destination of a
+// publish, its stored copy, is durable then.
+func (v *vhostStorage) await(c completion) {
 	v.mu.Lock()
-	v.waiters = append(v.waiters, confirmWaiter{ch: ch, seq: seq})
+	v.waiters = append(v.waiters, c)
 	v.mu.Unlock()
 	v.signal()
 }
@@ -168,15 +166,40 @@ func (v *vhostStorage) commitLoop() {
 	}
 }
 
+// testHookRound, when set by a test, runs before each commit round that
+// has publishes waiting (n of them), on the committer goroutine, before the
+// store is synced; testHookRoundDone runs after their completions.
+var (
+	testHookRound     atomic.Pointer[func(n int)]
+	testHookRoundDone atomic.Pointer[func(n int)]
+)
+
+// round makes everything written so far durable under the policy and then
+// completes the publishes waiting on it: ok unless a sync or flush failed.
 func (v *vhostStorage) round() {
 	v.mu.Lock()
 	dirty, waiters := v.dirty, v.waiters
 	v.dirty = make(map[*Queue]struct{}, len(dirty))
-	v.waiters = nil
+	v.waiters, v.spare = v.spare[:0], nil
 	v.mu.Unlock()
 	if len(dirty) == 0 && len(waiters) == 0 {
+		v.putSpare(waiters)
 		return
 	}
+	if h := testHookRound.Load(); h != nil && len(waiters) > 0 {
+		(*h)(len(waiters))
+	}
+	err := v.commit(dirty)
+	completeAll(waiters, err == nil)
+	if h := testHookRoundDone.Load(); h != nil && len(waiters) > 0 {
+		(*h)(len(waiters))
+	}
+	clear(waiters)
+	v.putSpare(waiters)
+}
+
+// commit syncs the store (fsync policy) and flushes the dirty indexes.
+func (v *vhostStorage) commit(dirty map[*Queue]struct{}) error {
 	var err error
 	if v.policy == msgstore.FlushFsync {
 		err = v.store.Sync()
@@ -196,15 +219,14 @@ func (v *vhostStorage) round() {
 		}
 		v.mu.Unlock()
 	}
-	touched := make(map[*channel]struct{})
-	for _, w := range waiters {
-		if w.ch.confirms.settle(w.seq, err == nil) {
-			touched[w.ch] = struct{}{}
-		}
-	}
-	for ch := range touched {
-		ch.confirms.flush(ch.conn.out, ch.id)
-	}
+	return err
+}
+
+// putSpare hands a drained waiters slice back for the round after next.
+func (v *vhostStorage) putSpare(s []completion) {
+	v.mu.Lock()
+	v.spare = s[:0]
+	v.mu.Unlock()
 }
 
 // syncIndexes fsyncs the store and the indexes written since the last timed

@@ -14,35 +14,20 @@ type streamPublish struct {
 	failed  bool            // an append failed: the confirm is a nack
 }
 
-// awaitStreams settles confirm seq once every stream append is durable under
-// the flush policy, and, when stored is set, after the vhost's next commit
-// round too. The callbacks run on the logs' flusher goroutines and do not block.
-func (ch *channel) awaitStreams(seq uint64, sp streamPublish, stored bool) {
-	ch.confirms.add(seq, confirmWaiting)
-	var pending atomic.Int32
-	var failed atomic.Bool
-	pending.Store(int32(len(sp.logs)))
-	done := func(err error) {
-		if err != nil {
-			failed.Store(true)
-		}
-		if pending.Add(-1) != 0 {
-			return
-		}
-		switch {
-		case failed.Load():
-			if ch.confirms.settle(seq, false) {
-				ch.confirms.flush(ch.conn.out, ch.id)
-			}
-		case stored:
-			ch.conn.vhost.storage.await(ch, seq)
-		default:
-			if ch.confirms.settle(seq, true) {
-				ch.confirms.flush(ch.conn.out, ch.id)
-			}
-		}
-	}
+// testHookStreamDurable, when set by a test, wraps the callback each stream
+// append's completion is given, so a test can hold a stream's durability
+// back and see the confirm wait for it.
+var testHookStreamDurable atomic.Pointer[func(fn func(error)) func(error)]
+
+// completeWhenDurable has each stream append complete one destination of c
+// once it is durable under the stream's flush policy. The callbacks run on
+// the logs' flusher goroutines and do not block.
+func (sp *streamPublish) completeWhenDurable(c completion) {
 	for i, l := range sp.logs {
-		l.WhenDurable(sp.offsets[i], done)
+		fn := c.durable
+		if h := testHookStreamDurable.Load(); h != nil {
+			fn = (*h)(fn)
+		}
+		l.WhenDurable(sp.offsets[i], fn)
 	}
 }
