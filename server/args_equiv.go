@@ -1,13 +1,10 @@
 package server
 
 import (
-	"math"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/server/route"
 )
 
 // The arguments RabbitMQ 3.10 compares when a queue is redeclared, per queue
@@ -104,43 +101,7 @@ func describeArg(v any, present, otherPresent bool) string {
 
 // argTypeName names a table value's type as RabbitMQ does in error texts
 // (rabbit_binary_parser's type atoms).
-func argTypeName(v any) string {
-	switch v.(type) {
-	case bool:
-		return "bool"
-	case int8:
-		return "byte"
-	case uint8:
-		return "unsignedbyte"
-	case int16:
-		return "short"
-	case uint16:
-		return "unsignedshort"
-	case int32:
-		return "signedint"
-	case uint32:
-		return "unsignedint"
-	case int64, int, uint64:
-		return "long"
-	case float32:
-		return "float"
-	case float64:
-		return "double"
-	case amqp.Decimal:
-		return "decimal"
-	case time.Time:
-		return "timestamp"
-	case string:
-		return "longstr"
-	case []byte:
-		return "binary"
-	case amqp.Table:
-		return "table"
-	case []any:
-		return "array"
-	}
-	return "void"
-}
+func argTypeName(v any) string { return route.ErlangType(v) }
 
 // Erlang terms a field-table value decodes to in RabbitMQ, as comparable Go
 // values: what erlangTerm returns for two values is == exactly when RabbitMQ
@@ -164,14 +125,15 @@ func erlangTerm(v any) any {
 	case []byte:
 		return erlBinary(x)
 	case time.Time:
+		if x.Unix() < 0 {
+			// Read unsigned, a pre-1970 timestamp is above every 'l'.
+			return erlComposite(canonicalArgs(amqp.Table{"": x}))
+		}
 		return x.Unix() // a timestamp is its seconds, equal to that integer
 	case nil:
 		return erlAtom("undefined")
 	case uint64:
-		if x > math.MaxInt64 {
-			return erlComposite(canonicalArgs(amqp.Table{"": x}))
-		}
-		return int64(x)
+		return int64(x) // written as a signed 'l', so that is what RabbitMQ sees
 	}
 	if n, ok := intArg(v); ok {
 		return n
@@ -188,152 +150,5 @@ func erlangText(v any) string {
 	case []byte:
 		return string(x)
 	}
-	var b strings.Builder
-	writeErlangTerm(&b, v)
-	return b.String()
-}
-
-func writeErlangTerm(b *strings.Builder, v any) {
-	switch x := v.(type) {
-	case bool:
-		b.WriteString(strconv.FormatBool(x))
-	case float32:
-		b.WriteString(erlangFloat(float64(x)))
-	case float64:
-		b.WriteString(erlangFloat(x))
-	case string:
-		writeErlangBinary(b, []byte(x))
-	case []byte:
-		writeErlangBinary(b, x)
-	case time.Time:
-		b.WriteString(strconv.FormatInt(x.Unix(), 10))
-	case nil:
-		b.WriteString("undefined")
-	case uint64:
-		b.WriteString(strconv.FormatUint(x, 10))
-	case amqp.Decimal:
-		b.WriteString("{" + strconv.Itoa(int(x.Scale)) + "," + strconv.FormatInt(int64(x.Value), 10) + "}")
-	case amqp.Table:
-		writeErlangTable(b, x)
-	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString("{" + argTypeName(e) + ",")
-			writeErlangTerm(b, e)
-			b.WriteByte('}')
-		}
-		b.WriteByte(']')
-	default:
-		if n, ok := intArg(v); ok {
-			b.WriteString(strconv.FormatInt(n, 10))
-		} else {
-			b.WriteString("undefined")
-		}
-	}
-}
-
-// writeErlangTable writes a table as RabbitMQ holds it, a list of
-// {Key,Type,Value}; Warren does not keep the wire order, so keys are sorted.
-func writeErlangTable(b *strings.Builder, t amqp.Table) {
-	keys := make([]string, 0, len(t))
-	for k := range t {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	b.WriteByte('[')
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('{')
-		writeErlangBinary(b, []byte(k))
-		b.WriteString("," + argTypeName(t[k]) + ",")
-		writeErlangTerm(b, t[k])
-		b.WriteByte('}')
-	}
-	b.WriteByte(']')
-}
-
-// writeErlangBinary writes <<"text">> for printable bytes, <<1,2,3>> otherwise.
-func writeErlangBinary(b *strings.Builder, s []byte) {
-	printable := true
-	for _, c := range s {
-		if c < 0x20 || c > 0x7e {
-			printable = false
-			break
-		}
-	}
-	b.WriteString("<<")
-	if printable {
-		b.WriteByte('"')
-		for _, c := range s {
-			if c == '"' || c == '\\' {
-				b.WriteByte('\\')
-			}
-			b.WriteByte(c)
-		}
-		b.WriteByte('"')
-	} else {
-		for i, c := range s {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(strconv.Itoa(int(c)))
-		}
-	}
-	b.WriteString(">>")
-}
-
-// erlangFloat formats f as Erlang's ~p does (io_lib_format:fwrite_g): the
-// shortest digits that read back as f, in fixed notation unless the
-// exponent form is shorter: 5.0, 0.5, 120.0, 1.2e3, 1.0e-5.
-func erlangFloat(f float64) string {
-	if f == 0 {
-		if math.Signbit(f) {
-			return "-0.0"
-		}
-		return "0.0"
-	}
-	sign := ""
-	if f < 0 {
-		sign, f = "-", -f
-	}
-	// 'e' with shortest precision: d.ddde±XX.
-	e := strconv.FormatFloat(f, 'e', -1, 64)
-	mant, exp, _ := strings.Cut(e, "e")
-	digits := strings.Replace(mant, ".", "", 1)
-	x, _ := strconv.Atoi(exp)
-	return sign + erlangPlaceDigits(digits, x+1)
-}
-
-// erlangPlaceDigits is io_lib_format:insert_decimal: the value is
-// 0.digits × 10^place.
-func erlangPlaceDigits(s string, place int) string {
-	l := len(s)
-	if place >= 0 && place < l {
-		if place == 0 {
-			return "0." + s
-		}
-		return s[:place] + "." + s[place:]
-	}
-	expL := strconv.Itoa(place - 1)
-	expDot := 1
-	if l == 1 {
-		expDot = 2
-	}
-	expCost := len(expL) + 1 + expDot
-	if place < 0 {
-		if 2-place <= expCost {
-			return "0." + strings.Repeat("0", -place) + s
-		}
-	} else if place-l+2 <= expCost {
-		return s + strings.Repeat("0", place-l) + ".0"
-	}
-	if l == 1 {
-		return s + ".0e" + expL
-	}
-	return s[:1] + "." + s[1:] + "e" + expL
+	return route.ErlangTerm(v)
 }

@@ -70,6 +70,16 @@ func TestQueueRedeclareComparesArgumentsAsRabbitMQ(t *testing.T) {
 			ineqPrefix + "'x-max-length' " + q + "received '[{<<\"a\">>,signedint,1}]' but current is '5'"},
 		{"array", amqp091.Table{"x-max-length": int64(5)}, amqp091.Table{"x-max-length": []any{int32(1), "b"}},
 			ineqPrefix + "'x-max-length' " + q + "received '[{signedint,1},{longstr,<<\"b\">>}]' but current is '5'"},
+		// Binaries inside a table print as ~p prints them: bytes read as
+		// Latin-1 characters, escaped, else a list of byte values.
+		{"nested binaries", amqp091.Table{"x-max-length": int64(5)},
+			amqp091.Table{"x-max-length": amqp091.Table{"a": "a\nb", "b": "é", "c": []byte{0xe9}, "d": "€", "e": []byte{1, 2}}},
+			ineqPrefix + "'x-max-length' " + q + "received '[{<<\"a\">>,longstr,<<\"a\\nb\">>},{<<\"b\">>,longstr,<<\"é\">>}," +
+				"{<<\"c\">>,binary,<<\"\xe9\">>},{<<\"d\">>,longstr,<<226,130,172>>},{<<\"e\">>,binary,<<1,2>>}]' but current is '5'"},
+		{"nested decimal", amqp091.Table{"x-max-length": int64(5)}, amqp091.Table{"x-max-length": amqp091.Table{"a": amqp091.Decimal{Scale: 2, Value: -1}}},
+			ineqPrefix + "'x-max-length' " + q + "received '[{<<\"a\">>,decimal,{2,4294967295}}]' but current is '5'"},
+		{"timestamp before 1970", amqp091.Table{"x-max-length": int64(5)}, amqp091.Table{"x-max-length": time.Unix(-1, 0)},
+			ineqPrefix + "'x-max-length' " + q + "received '18446744073709551615' but current is '5'"},
 		{"strings", amqp091.Table{"x-dead-letter-exchange": "abc"}, amqp091.Table{"x-dead-letter-exchange": "abd"},
 			ineqPrefix + "'x-dead-letter-exchange' " + q + "received 'abd' but current is 'abc'"},
 		{"string received none", amqp091.Table{"x-dead-letter-exchange": "abc"}, nil,

@@ -6,11 +6,11 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/msgstore"
+	"github.com/warrenmq/warren/server/route"
 )
 
 // Stream defaults and bounds.
@@ -360,9 +360,7 @@ func parseStreamOffset(v any, now time.Time) (streamStart, error) {
 // parse. (For some such values RabbitMQ 3.10 fails with 541 INTERNAL_ERROR
 // instead; Warren answers them all with the 406.)
 func streamOffsetError(method uint32, q, vhost string, v any) *amqp.Error {
-	var b strings.Builder
-	writeErlangTerm(&b, v)
 	return amqp.NewError(amqp.PreconditionFailed, method,
 		"invalid arg 'x-stream-offset' for %s: {invalid_stream_offset_arg,{%s,%s}}",
-		describeQueue(q, vhost), argTypeName(v), b.String())
+		describeQueue(q, vhost), argTypeName(v), route.ErlangTerm(v))
 }

@@ -5,17 +5,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/warrenmq/warren/amqp"
 )
 
 // Rendering of field values as RabbitMQ's error texts show them: the type is the
 // atom rabbit_binary_parser decodes the tag to, and the value is printed as
-// Erlang's ~tp prints the decoded term.
+// Erlang's ~p prints the decoded term. The server package formats its
+// argument errors with these too, so there is one rendering for both.
 
-// erlType returns RabbitMQ's name for v's field type.
-func erlType(v any) string {
+// ErlangType returns RabbitMQ's name for v's field type.
+func ErlangType(v any) string {
 	switch wireTag(v) {
 	case 't':
 		return "bool"
@@ -53,12 +53,15 @@ func erlType(v any) string {
 	return "void"
 }
 
-// erlValue renders v's decoded value as an Erlang term.
-func erlValue(v any) string {
-	return string(appendErl(nil, v))
+// ErlangTerm renders v's decoded value as an Erlang term.
+func ErlangTerm(v any) string {
+	return string(AppendErlangTerm(nil, v))
 }
 
-func appendErl(b []byte, v any) []byte {
+// AppendErlangTerm appends v's decoded value, rendered as an Erlang term, to b.
+// Values are rendered as the wire carries them: a uint64 as the signed 'l' it
+// is written as, a timestamp as unsigned seconds, a decimal's value unsigned.
+func AppendErlangTerm(b []byte, v any) []byte {
 	switch v := v.(type) {
 	case bool:
 		return strconv.AppendBool(b, v)
@@ -100,9 +103,9 @@ func appendErl(b []byte, v any) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, '{')
-			b = append(b, erlType(e)...)
+			b = append(b, ErlangType(e)...)
 			b = append(b, ',')
-			b = appendErl(b, e)
+			b = AppendErlangTerm(b, e)
 			b = append(b, '}')
 		}
 		return append(b, ']')
@@ -121,9 +124,9 @@ func appendErl(b []byte, v any) []byte {
 			b = append(b, '{')
 			b = appendErlBinary(b, k)
 			b = append(b, ',')
-			b = append(b, erlType(t[k])...)
+			b = append(b, ErlangType(t[k])...)
 			b = append(b, ',')
-			b = appendErl(b, t[k])
+			b = AppendErlangTerm(b, t[k])
 			b = append(b, '}')
 		}
 		return append(b, ']')
@@ -131,23 +134,19 @@ func appendErl(b []byte, v any) []byte {
 	return append(b, "undefined"...)
 }
 
-// appendErlBinary renders a binary: <<"text">> when every byte is printable
-// ASCII or one of the escapes Erlang prints, <<"text"/utf8>> when it is valid
-// UTF-8 whose characters are all printable Latin-1 (Erlang's default printable
-// range), and a list of byte values otherwise.
+// appendErlBinary renders a binary as ~p does with Erlang's default
+// printable range (Latin-1): <<"text">> when every byte, read as a Latin-1
+// character, is printable, with the bytes written as they are (RabbitMQ
+// 3.10.8 answers <<"é">> for the UTF-8 bytes of é, <<"\xe9">> for the
+// single byte 0xe9), and a list of byte values otherwise (<<226,130,172>>
+// for €, whose UTF-8 bytes include 0x82).
 func appendErlBinary(b []byte, s string) []byte {
 	if s == "" {
 		return append(b, "<<>>"...)
 	}
-	ascii, printable := true, utf8.ValidString(s)
-	for _, r := range s {
-		if !printable {
-			break
-		}
-		if r >= utf8.RuneSelf {
-			ascii = false
-		}
-		printable = erlPrintable(r)
+	printable := true
+	for i := 0; i < len(s) && printable; i++ {
+		printable = erlPrintable(rune(s[i]))
 	}
 	if !printable {
 		b = append(b, "<<"...)
@@ -160,8 +159,8 @@ func appendErlBinary(b []byte, s string) []byte {
 		return append(b, ">>"...)
 	}
 	b = append(b, `<<"`...)
-	for _, r := range s {
-		switch r {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
 		case '"':
 			b = append(b, `\"`...)
 		case '\\':
@@ -181,11 +180,8 @@ func appendErlBinary(b []byte, s string) []byte {
 		case 0x1b:
 			b = append(b, `\e`...)
 		default:
-			b = utf8.AppendRune(b, r)
+			b = append(b, c)
 		}
-	}
-	if !ascii {
-		return append(b, `"/utf8>>`...)
 	}
 	return append(b, `">>`...)
 }

@@ -156,13 +156,13 @@ func ValidateHeadersArgs(args amqp.Table) error {
 			return nil
 		}
 		return &ArgsError{
-			Text: "Invalid x-match field value " + erlValue(v) +
+			Text: "Invalid x-match field value " + ErlangTerm(v) +
 				"; expected all, any, all-with-x, or any-with-x",
 			Err: ErrInvalidXMatch,
 		}
 	}
 	return &ArgsError{
-		Text: "Invalid x-match field type " + erlType(v) + " (value " + erlValue(v) +
+		Text: "Invalid x-match field type " + ErlangType(v) + " (value " + ErlangTerm(v) +
 			"); expected longstr",
 		Err: ErrInvalidXMatch,
 	}
