@@ -14,29 +14,6 @@ import (
 	"github.com/warrenmq/warren/amqp"
 )
 
-// rawMethod returns the next method frame's channel, method id and payload
-// undecoded, skipping heartbeats: 0-8 ids mean other methods in 0-9-1.
-func (rc *rawClient) rawMethod() (uint16, uint32, []byte) {
-	rc.t.Helper()
-	for {
-		f, err := rc.readFrame()
-		if err != nil {
-			rc.t.Fatalf("raw read: %v", err)
-		}
-		if f.Type == amqp.TypeHeartbeat {
-			continue
-		}
-		if f.Type != amqp.TypeMethod {
-			rc.t.Fatalf("expected a method frame, got type %d", f.Type)
-		}
-		id, err := amqp.MethodID(f.Payload)
-		if err != nil {
-			rc.t.Fatal(err)
-		}
-		return f.Channel, id, f.Payload
-	}
-}
-
 // expectRaw reads the next method and decodes it into into, checking the id
 // on the wire against want (which differs from into's 0-9-1 id for 0-8).
 func (rc *rawClient) expectRaw(want uint32, into amqp.Method) {
@@ -64,9 +41,9 @@ const (
 	id08CloseOk = 10<<16 | 61
 )
 
-// open08 performs an AMQP 0-8 handshake as guest; its start, tune and open
-// methods have the 0-9-1 layout.
-func (rc *rawClient) open08(header []byte) *amqp.ConnectionStart {
+// openWithHeader sends header (0-8's, or "AMQP" 1 1 0 9) and performs the
+// handshake as guest: under both, start, tune and open have the 0-9-1 layout.
+func (rc *rawClient) openWithHeader(header []byte) *amqp.ConnectionStart {
 	rc.t.Helper()
 	rc.write(header)
 	start := &amqp.ConnectionStart{}
@@ -100,7 +77,7 @@ func TestRawAMQP08(t *testing.T) {
 	ts := startServer(t)
 	for _, hdr := range [][]byte{amqp.ProtocolHeader08, amqp.ProtocolHeader091Draft} {
 		rc := dialRaw(t, ts.addr)
-		start := rc.open08(hdr)
+		start := rc.openWithHeader(hdr)
 		caps, isTable := start.ServerProperties["capabilities"].(amqp.Table)
 		if start.VersionMajor != 8 || start.VersionMinor != 0 || !isTable || len(caps) != 0 {
 			t.Fatalf("header % x: start %d-%d capabilities %v, want 8-0 and an empty table", hdr, start.VersionMajor, start.VersionMinor, start.ServerProperties["capabilities"])
@@ -110,7 +87,7 @@ func TestRawAMQP08(t *testing.T) {
 
 	t.Run("round trip", func(t *testing.T) {
 		rc := dialRaw(t, ts.addr)
-		rc.open08(amqp.ProtocolHeader08)
+		rc.openWithHeader(amqp.ProtocolHeader08)
 		if infos := ts.Connections(); len(infos) != 1 || infos[0].Protocol != "AMQP 0-8" {
 			t.Fatalf("connections %+v, want one speaking AMQP 0-8", infos)
 		}
@@ -155,7 +132,7 @@ func TestRawAMQP08(t *testing.T) {
 	})
 	t.Run("server close is 10.60", func(t *testing.T) {
 		rc := dialRaw(t, ts.addr)
-		rc.open08(amqp.ProtocolHeader08)
+		rc.openWithHeader(amqp.ProtocolHeader08)
 		rc.send(1, &amqp.ChannelOpen{})
 		rc.rawMethod()
 		rc.send(1, &amqp.ChannelOpen{}) // a second open of channel 1: 504
@@ -169,7 +146,7 @@ func TestRawAMQP08(t *testing.T) {
 	})
 	t.Run("10.50 is no client method in 0-8", func(t *testing.T) {
 		rc := dialRaw(t, ts.addr)
-		rc.open08(amqp.ProtocolHeader08)
+		rc.openWithHeader(amqp.ProtocolHeader08)
 		// connection.redirect, host "h", no known hosts: RabbitMQ 3.10 answers
 		// exactly this 504.
 		rc.sendRaw(0, []byte{0, 10, 0, 50, 1, 'h', 0})
@@ -187,19 +164,11 @@ func TestRawAMQP08(t *testing.T) {
 func TestRawAMQP09Header(t *testing.T) {
 	ts := startServer(t)
 	rc := dialRaw(t, ts.addr)
-	rc.write(amqp.ProtocolHeader09)
-	start := &amqp.ConnectionStart{}
-	rc.expectMethod(start)
+	start := rc.openWithHeader(amqp.ProtocolHeader09)
 	caps, _ := start.ServerProperties["capabilities"].(amqp.Table)
 	if start.VersionMajor != 0 || start.VersionMinor != 9 || caps["publisher_confirms"] != true {
 		t.Fatalf("start %+v", start)
 	}
-	rc.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00guest"), Locale: "en_US"})
-	tune := &amqp.ConnectionTune{}
-	rc.expectMethod(tune)
-	rc.send(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
-	rc.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	rc.expectMethod(&amqp.ConnectionOpenOk{})
 	rc.send(1, &amqp.ChannelOpen{})
 	rc.expectMethod(&amqp.ChannelOpenOk{})
 	rc.send(0, &amqp.ConnectionClose{ReplyCode: 200})

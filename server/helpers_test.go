@@ -265,8 +265,9 @@ func (rc *rawClient) readFrame() (amqp.Frame, error) {
 	return f, nil
 }
 
-// nextMethod returns the next method frame, skipping heartbeats.
-func (rc *rawClient) nextMethod() (uint16, amqp.Method) {
+// rawMethod returns the next method frame's channel, method id and payload
+// undecoded, skipping heartbeats: 0-8 ids mean other methods in 0-9-1.
+func (rc *rawClient) rawMethod() (uint16, uint32, []byte) {
 	rc.t.Helper()
 	for {
 		f, err := rc.readFrame()
@@ -279,12 +280,23 @@ func (rc *rawClient) nextMethod() (uint16, amqp.Method) {
 		if f.Type != amqp.TypeMethod {
 			rc.t.Fatalf("expected a method frame, got type %d", f.Type)
 		}
-		m, err := amqp.DecodeMethod(f.Payload)
+		id, err := amqp.MethodID(f.Payload)
 		if err != nil {
-			rc.t.Fatalf("decoding server method: %v", err)
+			rc.t.Fatal(err)
 		}
-		return f.Channel, m
+		return f.Channel, id, f.Payload
 	}
+}
+
+// nextMethod returns the next method frame decoded, skipping heartbeats.
+func (rc *rawClient) nextMethod() (uint16, amqp.Method) {
+	rc.t.Helper()
+	channel, _, payload := rc.rawMethod()
+	m, err := amqp.DecodeMethod(payload)
+	if err != nil {
+		rc.t.Fatalf("decoding server method: %v", err)
+	}
+	return channel, m
 }
 
 func (rc *rawClient) expectMethod(into amqp.Method) {
