@@ -43,8 +43,8 @@ func testLogger() *slog.Logger {
 }
 
 // startEnv starts a broker and an exporter; mutate adjusts the broker's
-// configuration and the exporter's options.
-func startEnv(t testing.TB, mutate ...func(*server.Config, *Options)) *env {
+// configuration and the exporter's (its Options included).
+func startEnv(t testing.TB, mutate ...func(*server.Config, *Config)) *env {
 	t.Helper()
 	scfg := server.DefaultConfig()
 	scfg.AMQPListen = "127.0.0.1:0"
@@ -53,12 +53,13 @@ func startEnv(t testing.TB, mutate ...func(*server.Config, *Options)) *env {
 	scfg.Logger = testLogger()
 	scfg.ProductVersion = "9.9.9-test"
 	scfg.NodeName = "warren@testhost"
-	opts := DefaultOptions()
-	opts.ClusterName = "test-cluster"
-	opts.ClusterPermanentID = "6e1b2c1a-0000-4000-8000-000000000001"
-	opts.Logger = scfg.Logger
+	cfg := DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Options.ClusterName = "test-cluster"
+	cfg.Options.ClusterPermanentID = "6e1b2c1a-0000-4000-8000-000000000001"
+	cfg.Options.Logger = scfg.Logger
 	for _, f := range mutate {
-		f(&scfg, &opts)
+		f(&scfg, &cfg)
 	}
 	srv, err := server.New(scfg)
 	if err != nil {
@@ -69,9 +70,6 @@ func startEnv(t testing.TB, mutate ...func(*server.Config, *Options)) *env {
 	}
 	t.Cleanup(func() { srv.Close() })
 
-	cfg := DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Options = opts
 	exp, err := New(srv, cfg)
 	if err != nil {
 		t.Fatalf("metrics.New: %v", err)

@@ -17,27 +17,9 @@ import (
 // broker's socket share), and a scrape then succeeds.
 func TestExporterIdleConnectionsTimedOutAndCapped(t *testing.T) {
 	const limit, idle = 2, 6
-	scfg := server.DefaultConfig()
-	scfg.AMQPListen = "127.0.0.1:0"
-	scfg.DataDir = t.TempDir()
-	scfg.Logger = testLogger()
-	srv, err := server.New(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cfg := DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Options.Logger = scfg.Logger
-	cfg.ReadHeaderTimeout, cfg.MaxConnections = 200*time.Millisecond, limit
-	exp, err := New(srv, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := exp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer exp.Close()
+	e := startEnv(t, func(_ *server.Config, c *Config) {
+		c.ReadHeaderTimeout, c.MaxConnections = 200*time.Millisecond, limit
+	})
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -46,7 +28,7 @@ func TestExporterIdleConnectionsTimedOutAndCapped(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for {
-			mostUsed = max(mostUsed, srv.Descriptors().SocketsUsed)
+			mostUsed = max(mostUsed, e.srv.Descriptors().SocketsUsed)
 			select {
 			case <-stop:
 				return
@@ -56,7 +38,7 @@ func TestExporterIdleConnectionsTimedOutAndCapped(t *testing.T) {
 	}()
 	var conns []net.Conn
 	for range idle {
-		nc, err := net.Dial("tcp", exp.Addr().String())
+		nc, err := net.Dial("tcp", e.exp.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +58,7 @@ func TestExporterIdleConnectionsTimedOutAndCapped(t *testing.T) {
 	if mostUsed > limit || mostUsed == 0 {
 		t.Fatalf("%d sockets counted at once, want 1..%d", mostUsed, limit)
 	}
-	res, err := http.Get("http://" + exp.Addr().String() + "/metrics")
+	res, err := e.client.Get(e.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

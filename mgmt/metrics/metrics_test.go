@@ -130,9 +130,9 @@ func TestMetricsDashboardFamilies(t *testing.T) {
 // The node is named by server.Config.NodeName, and until a cluster name is
 // set it names the cluster too, as in RabbitMQ.
 func TestMetricsIdentityFromServerConfig(t *testing.T) {
-	e := startEnv(t, func(c *server.Config, o *Options) {
+	e := startEnv(t, func(c *server.Config, m *Config) {
 		c.NodeName = "warren@seams-node"
-		o.ClusterName = ""
+		m.Options.ClusterName = ""
 	})
 	e.scrape(t, "/metrics").get(t, "rabbitmq_identity_info", map[string]string{
 		"rabbitmq_node": "warren@seams-node", "rabbitmq_cluster": "warren@seams-node",
@@ -412,7 +412,7 @@ func TestMetricsPerObject(t *testing.T) {
 }
 
 func TestMetricsPerObjectOption(t *testing.T) {
-	e := startEnv(t, func(_ *server.Config, o *Options) { o.PerObject = true })
+	e := startEnv(t, func(_ *server.Config, m *Config) { m.Options.PerObject = true })
 	_, ch := e.channel(t)
 	if _, err := ch.QueueDeclare("q", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
@@ -423,7 +423,7 @@ func TestMetricsPerObjectOption(t *testing.T) {
 }
 
 func TestMetricsPagedOut(t *testing.T) {
-	e := startEnv(t, func(c *server.Config, _ *Options) {
+	e := startEnv(t, func(c *server.Config, _ *Config) {
 		c.QueueHeadMessages = 4
 		c.Flush = msgstore.FlushOS
 	})
