@@ -224,6 +224,22 @@ func (e *env) channel(c *amqp091.Connection) *amqp091.Channel {
 	return ch
 }
 
+// awaitConfirms waits for n publisher confirms, failing on a nack or when
+// one takes more than 5 s.
+func awaitConfirms(t testing.TB, confirms <-chan amqp091.Confirmation, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case c := <-confirms:
+			if !c.Ack {
+				t.Fatalf("publish %d nacked", c.DeliveryTag)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no confirm")
+		}
+	}
+}
+
 // waitFor polls cond until it returns nil or the deadline passes.
 func waitFor(t testing.TB, d time.Duration, cond func() error) {
 	t.Helper()

@@ -141,16 +141,7 @@ func TestMgmtGetCountsPagedMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for range n {
-		select {
-		case c := <-confirms:
-			if !c.Ack {
-				t.Fatalf("publish %d nacked", c.DeliveryTag)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("no confirm")
-		}
-	}
+	awaitConfirms(t, confirms, n)
 	q := e.must(e.get("/api/queues/%2F/dq"), 200, "queue").object(t)
 	if paged := num(t, q["messages_paged_out"]); paged < n/2 {
 		t.Fatalf("messages_paged_out %v: the queue does not page, the test tests nothing", paged)

@@ -38,16 +38,7 @@ func TestMgmtStreamDeclareAndFigures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for range n {
-		select {
-		case c := <-confirms:
-			if !c.Ack {
-				t.Fatalf("publish %d nacked", c.DeliveryTag)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("no confirm")
-		}
-	}
+	awaitConfirms(t, confirms, n)
 	cch := e.channel(conn)
 	if err := cch.Qos(5, 0, false); err != nil {
 		t.Fatal(err)
