@@ -379,11 +379,8 @@ func scanQueue(t *testing.T, url, queue string) map[string]bool {
 // (its record lost) is absent from the result.
 func scanQueues(t *testing.T, url string, queues ...string) map[string]int {
 	t.Helper()
-	conn, err := amqp091.Dial(url)
-	must(t, err)
+	conn, ch := dialURL(t, url)
 	defer conn.Close()
-	ch, err := conn.Channel()
-	must(t, err)
 	probe, err := conn.Channel() // passive declares, apart from the deliveries
 	must(t, err)
 	counts := map[string]int{}

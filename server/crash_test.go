@@ -336,11 +336,8 @@ func crashAcker(url string, led *crashLedger, stop chan struct{}) {
 // acknowledges it, so the next round starts empty.
 func drainCrashQueue(t *testing.T, url string) map[string]bool {
 	t.Helper()
-	conn, err := amqp091.Dial(url)
-	must(t, err)
+	conn, ch := dialURL(t, url)
 	defer conn.Close()
-	ch, err := conn.Channel()
-	must(t, err)
 	present := map[string]bool{}
 	for {
 		m, ok, err := ch.Get("crash", false)
@@ -353,7 +350,7 @@ func drainCrashQueue(t *testing.T, url string) map[string]bool {
 		}
 		must(t, m.Ack(false))
 	}
-	_, err = ch.QueuePurge("crash-marker", false)
+	_, err := ch.QueuePurge("crash-marker", false)
 	must(t, err)
 	roundTrip(t, ch)
 	return present
@@ -366,11 +363,8 @@ func drainCrashQueue(t *testing.T, url string) map[string]bool {
 func TestDiskFullNacksAndRecovers(t *testing.T) {
 	dir, addr, url := crashEnv(t, "disk-full test")
 	b := startCrashBroker(t, dir, addr, "WARREN_CRASH_BROKER_FSIZE="+strconv.Itoa(2<<20))
-	conn, err := amqp091.Dial(url)
-	must(t, err)
-	ch, err := conn.Channel()
-	must(t, err)
-	_, err = ch.QueueDeclare("full", true, false, false, false, nil)
+	conn, ch := dialURL(t, url)
+	_, err := ch.QueueDeclare("full", true, false, false, false, nil)
 	must(t, err)
 	must(t, ch.Confirm(false))
 	body := make([]byte, 10<<10)

@@ -86,6 +86,20 @@ func (ts *testServer) channel(t testing.TB) (*amqp091.Connection, *amqp091.Chann
 	return c, ch
 }
 
+// dialURL opens a connection to url (a broker process's) and a channel on
+// it; the caller closes the connection.
+func dialURL(t testing.TB, url string) (*amqp091.Connection, *amqp091.Channel) {
+	t.Helper()
+	conn, err := amqp091.Dial(url)
+	must(t, err)
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		t.Fatalf("channel: %v", err)
+	}
+	return conn, ch
+}
+
 // must fails the test on err.
 func must(t testing.TB, err error) {
 	t.Helper()

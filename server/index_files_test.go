@@ -20,10 +20,7 @@ func TestManyDurableQueuesUnderLowFileLimit(t *testing.T) {
 	limit := "WARREN_CRASH_BROKER_NOFILE=256"
 	b := startCrashBroker(t, dir, addr, limit)
 	start := time.Now()
-	conn, err := amqp091.Dial(url)
-	must(t, err)
-	ch, err := conn.Channel()
-	must(t, err)
+	conn, ch := dialURL(t, url)
 	must(t, ch.Confirm(false))
 	confirms := make([]*amqp091.DeferredConfirmation, 0, queues)
 	for i := range queues {
@@ -65,11 +62,8 @@ func fdQueueName(i int) string { return fmt.Sprintf("fd-%04d", i) }
 // take it also consumes it and checks the body.
 func checkFDQueues(t *testing.T, url string, n int, take bool) {
 	t.Helper()
-	conn, err := amqp091.Dial(url)
-	must(t, err)
+	conn, ch := dialURL(t, url)
 	defer conn.Close()
-	ch, err := conn.Channel()
-	must(t, err)
 	for i := range n {
 		name := fdQueueName(i)
 		q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)

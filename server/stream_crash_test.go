@@ -57,11 +57,8 @@ func TestStreamCrashKill9(t *testing.T) {
 // bodies present.
 func readStreamAll(t *testing.T, url, q, marker string, seen map[int64]string) map[string]bool {
 	t.Helper()
-	conn, err := amqp091.Dial(url)
-	must(t, err)
+	conn, ch := dialURL(t, url)
 	defer conn.Close()
-	ch, err := conn.Channel()
-	must(t, err)
 	must(t, ch.Confirm(false))
 	dc, err := ch.PublishWithDeferredConfirm("", q, false, false, amqp091.Publishing{Body: []byte(marker)})
 	must(t, err)
@@ -142,11 +139,8 @@ func TestStreamTrackingKill9(t *testing.T) {
 	}
 
 	b := startCrashBroker(t, dir, addr)
-	conn, err := amqp091.Dial(url)
-	must(t, err)
-	ch, err := conn.Channel()
-	must(t, err)
-	_, err = ch.QueueDeclare("ts", true, false, false, false, amqp091.Table{
+	conn, ch := dialURL(t, url)
+	_, err := ch.QueueDeclare("ts", true, false, false, false, amqp091.Table{
 		"x-queue-type": "stream", "x-stream-max-segment-size-bytes": int64(4096), "x-max-length-bytes": int64(32 << 10),
 	})
 	must(t, err)
