@@ -70,7 +70,7 @@ func loadNodeID(dataDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := writeFileSynced(path, []byte(id+"\n")); err != nil {
+	if err := writeFileAtomic(path, []byte(id+"\n"), true); err != nil {
 		return "", fmt.Errorf("server: writing %s: %w", path, err)
 	}
 	return id, nil
@@ -85,32 +85,4 @@ func newUUID() (string, error) {
 	raw[6] = raw[6]&0x0f | 0x40 // version 4
 	raw[8] = raw[8]&0x3f | 0x80 // RFC 4122 variant
 	return fmt.Sprintf("%x-%x-%x-%x-%x", raw[0:4], raw[4:6], raw[6:8], raw[8:10], raw[10:]), nil
-}
-
-// writeFileSynced writes data to path through a synced temporary file and a
-// rename, then syncs the directory so the rename itself survives a crash.
-func writeFileSynced(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return errors.Join(err, os.Remove(tmp.Name()))
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
