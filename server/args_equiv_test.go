@@ -31,6 +31,29 @@ func expectRedeclare(t *testing.T, c equivalenceCase, err error) {
 	}
 }
 
+// redeclareQueueCases runs each case on a fresh queue called name: declared
+// with first, then redeclared with second.
+func redeclareQueueCases(t *testing.T, name string, durable bool, cases []equivalenceCase) {
+	t.Helper()
+	ts := startServer(t)
+	conn := ts.dial(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ch, err := conn.Channel()
+			must(t, err)
+			_, err = ch.QueueDelete(name, false, false, false)
+			must(t, err)
+			_, err = ch.QueueDeclare(name, durable, false, false, false, c.first)
+			must(t, err)
+			_, err = ch.QueueDeclare(name, durable, false, false, false, c.second)
+			expectRedeclare(t, c, err)
+			if err == nil {
+				must(t, ch.Close())
+			}
+		})
+	}
+}
+
 // The reply texts below are RabbitMQ 3.10.8's, read off a running node for the
 // same declarations.
 const ineqPrefix = "PRECONDITION_FAILED - inequivalent arg "
@@ -105,33 +128,12 @@ func TestQueueRedeclareComparesArgumentsAsRabbitMQ(t *testing.T) {
 			amqp091.Table{"x-message-ttl": int64(1000), "x-max-length": int32(6)},
 			ineqPrefix + "'x-max-length' " + q + "received '6' but current is '5'"},
 	}
-	ts := startServer(t)
-	conn := ts.dial(t)
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ch, err := conn.Channel()
-			must(t, err)
-			_, err = ch.QueueDelete("q", false, false, false)
-			must(t, err)
-			mustDeclare(t, ch, "q", c.first)
-			_, err = ch.QueueDeclare("q", false, false, false, false, c.second)
-			expectRedeclare(t, c, err)
-			if err == nil {
-				must(t, ch.Close())
-			}
-		})
-	}
+	redeclareQueueCases(t, "q", false, cases)
 }
 
 func TestStreamRedeclareComparesArgumentsAsRabbitMQ(t *testing.T) {
 	const q = "for queue 's' in vhost '/': "
-	stream := func(kv ...any) amqp091.Table {
-		t := amqp091.Table{"x-queue-type": "stream"}
-		for i := 0; i < len(kv); i += 2 {
-			t[kv[i].(string)] = kv[i+1]
-		}
-		return t
-	}
+	stream := streamDeclareArgs
 	cases := []equivalenceCase{
 		{"max-length-bytes widths", stream("x-max-length-bytes", int64(100000)), stream("x-max-length-bytes", int32(100000)), ""},
 		{"segment size widths", stream("x-stream-max-segment-size-bytes", int64(100000)), stream("x-stream-max-segment-size-bytes", uint32(100000)), ""},
@@ -144,23 +146,7 @@ func TestStreamRedeclareComparesArgumentsAsRabbitMQ(t *testing.T) {
 			stream("x-max-length-bytes", int64(1001), "x-max-age", "8D", "x-stream-max-segment-size-bytes", int64(100001)),
 			ineqPrefix + "'x-max-length-bytes' " + q + "received '1001' but current is '1000'"},
 	}
-	ts := startServer(t)
-	conn := ts.dial(t)
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ch, err := conn.Channel()
-			must(t, err)
-			_, err = ch.QueueDelete("s", false, false, false)
-			must(t, err)
-			_, err = ch.QueueDeclare("s", true, false, false, false, c.first)
-			must(t, err)
-			_, err = ch.QueueDeclare("s", true, false, false, false, c.second)
-			expectRedeclare(t, c, err)
-			if err == nil {
-				must(t, ch.Close())
-			}
-		})
-	}
+	redeclareQueueCases(t, "s", true, cases)
 }
 
 // RabbitMQ 3.10 compares only alternate-exchange of an exchange's arguments.

@@ -90,13 +90,7 @@ func TestStreamNegativeOffsetStartsAtFirst(t *testing.T) {
 
 func TestStreamDeclareRefusesAsRabbitMQ(t *testing.T) {
 	const s = "for queue 's' in vhost '/'"
-	stream := func(kv ...any) amqp091.Table {
-		t := amqp091.Table{"x-queue-type": "stream"}
-		for i := 0; i < len(kv); i += 2 {
-			t[kv[i].(string)] = kv[i+1]
-		}
-		return t
-	}
+	stream := streamDeclareArgs
 	unsupported := func(arg string) string {
 		return "PRECONDITION_FAILED - invalid arg '" + arg + "' " + s + " of queue type rabbit_stream_queue"
 	}

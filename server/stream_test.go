@@ -16,6 +16,16 @@ import (
 
 var streamArgsTable = amqp091.Table{"x-queue-type": "stream"}
 
+// streamDeclareArgs returns a stream's declare arguments: x-queue-type stream and
+// the given key, value pairs.
+func streamDeclareArgs(kv ...any) amqp091.Table {
+	t := amqp091.Table{"x-queue-type": "stream"}
+	for i := 0; i < len(kv); i += 2 {
+		t[kv[i].(string)] = kv[i+1]
+	}
+	return t
+}
+
 // declareStream declares a durable stream queue with extra arguments.
 func declareStream(t testing.TB, ch *amqp091.Channel, name string, extra amqp091.Table) {
 	t.Helper()
