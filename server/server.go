@@ -38,6 +38,7 @@ type Server struct {
 	nextID atomic.Uint64
 
 	meta    *metaStore // nil without a data directory
+	dirLock *dirLock   // the data directory's LOCK, held until Close
 	users   *users
 	alarms  alarms
 	replies replyRegistry
@@ -88,11 +89,20 @@ func New(cfg Config) (*Server, error) {
 	s.watermark.Store(cfg.MemoryHighWatermark)
 	s.diskLimit.Store(cfg.DiskFreeLimit)
 	if cfg.DataDir != "" {
+		// First of all, so that a second broker on the directory stops
+		// before it opens any of its files.
+		lock, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		s.dirLock = lock
 		if err := s.openIndexFiles(); err != nil {
+			s.closeMeta()
 			return nil, err
 		}
 		meta, err := openMeta(cfg.DataDir)
 		if err != nil {
+			s.closeMeta()
 			return nil, err
 		}
 		s.meta = meta
@@ -102,7 +112,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	// After openMeta, whose file lock keeps a second node off this directory.
+	// After lockDataDir, which keeps a second node off this directory.
 	id, err := loadNodeID(cfg.DataDir)
 	if err != nil {
 		s.closeMeta()
@@ -177,12 +187,18 @@ func (s *Server) addConfiguredVhost(name string) bool {
 	return true
 }
 
+// closeMeta closes meta.db and then releases the data directory's lock,
+// the last file of the directory the node holds.
 func (s *Server) closeMeta() {
 	if s.meta != nil {
 		if err := s.meta.close(); err != nil {
 			s.log.Error("closing metadata store", "err", err)
 		}
 	}
+	if err := s.dirLock.release(); err != nil {
+		s.log.Error("releasing the data directory lock", "err", err)
+	}
+	s.dirLock = nil
 }
 
 // Start listens on Config.AMQPListen, and Config.AMQPSListen when set, and
