@@ -123,7 +123,7 @@ func (ch *channel) handleFrame(f amqp.Frame) error {
 
 // softClose closes the channel for a channel exception.
 func (ch *channel) softClose(e *amqp.Error) {
-	ch.conn.log.Debug("closing channel", "channel", ch.id, "code", e.Code, "reason", e.ReplyText())
+	ch.logChannelError(e)
 	ch.shutdown()
 	ch.closing = true
 	ch.conn.out.sendMethod(ch.id, &amqp.ChannelClose{ReplyCode: e.Code, ReplyText: e.ReplyText(), ClassID: e.ClassID, MethodID: e.MethodID})

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"runtime/debug"
@@ -37,6 +36,7 @@ type conn struct {
 	heartbeat   time.Duration
 	clientCaps  amqp.Table
 	clientProps amqp.Table
+	mechanism   string // the SASL mechanism the client authenticated with
 	// dialect is the framing fixed by the protocol header; phase tracks the
 	// handshake (handshake.go).
 	dialect amqp.Dialect
@@ -57,6 +57,10 @@ type conn struct {
 	dirty     []*channel // channels with confirms to flush at the end of a read batch
 	stores    storeBatch // persistent publishes of the current read (store_batch.go)
 	closing   bool       // the server sent connection.close and awaits close-ok
+	closed    connClose  // how the connection ended, for its close line (connlog.go)
+	// headerRead is set once a valid protocol header arrived: only then does
+	// the connection have lines in the log.
+	headerRead bool
 	// closeDeadline bounds the wait for close-ok after the server closed.
 	closeDeadline time.Time
 	// handshakeDeadline is set until connection.open completes.
@@ -67,11 +71,12 @@ type conn struct {
 	// (content.go), bounded by bodyReserveLimit. Reader-owned.
 	bodyReserved uint64
 
-	// stateMu guards running and forcedClose, the hand-over between the
-	// handshake and forceClose from other goroutines.
+	// stateMu guards running, forcedClose and forcedWith, the hand-over
+	// between the handshake and forceClose from other goroutines.
 	stateMu     sync.Mutex
 	running     bool
 	forcedClose bool
+	forcedWith  connClose // the close forceClose sent, for the close line
 
 	exclMu    sync.Mutex
 	exclusive []*Queue // exclusive queues to delete when the connection goes
@@ -135,17 +140,13 @@ func (c *conn) serve() {
 	defer c.srv.unregisterConn(c)
 	defer c.releaseVhostSlot()
 	if err := c.handshake(); err != nil {
-		if !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, errHandshakeRefused) && !c.forced() {
-			c.log.Info("handshake failed", "err", err)
-		}
+		c.logHandshakeEnd(err)
 		return
 	}
+	c.logOpened()
 	c.writerWG.Add(1)
 	go c.writeLoop()
-	err := c.readLoop()
-	if err != nil && !errors.Is(err, errClosed) {
-		c.log.Info("connection closed", "err", err)
-	}
+	c.logClosed(c.readLoop())
 	c.flushStores() // publishes read before the socket closed are kept
 	c.cleanup()
 	close(c.done)
@@ -380,7 +381,7 @@ func (c *conn) hardClose(e *amqp.Error) error {
 		return errClosed
 	}
 	c.closing = true
-	c.log.Info("closing connection", "code", e.Code, "reason", e.ReplyText())
+	c.closed = connClose{by: closedByBroker, code: e.Code, text: e.ReplyText()}
 	c.endBatch()
 	c.out.sendMethod(0, c.wire(&amqp.ConnectionClose{ReplyCode: e.Code, ReplyText: e.ReplyText(), ClassID: e.ClassID, MethodID: e.MethodID}))
 	c.closeDeadline = time.Now().Add(3 * time.Second)
@@ -476,7 +477,7 @@ func (c *conn) handleConnectionMethod(payload []byte) error {
 	}
 	switch m := m.(type) {
 	case *amqp.ConnectionClose:
-		c.log.Debug("client closed connection", "code", m.ReplyCode, "text", m.ReplyText)
+		c.closed = connClose{by: closedByClient, code: m.ReplyCode, text: m.ReplyText}
 		c.cleanup()
 		c.out.sendMethod(0, c.wire(&amqp.ConnectionCloseOk{}))
 		return errClosed

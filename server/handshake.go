@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
@@ -45,6 +46,7 @@ func (c *conn) handshake() error {
 		return errors.Join(fmt.Errorf("%w: % x", amqp.ErrBadHeader, hdr), err)
 	}
 	c.dialect = dialect
+	c.logAccepted()
 	if err := c.writeDirect(c.startMethod()); err != nil {
 		return err
 	}
@@ -58,6 +60,7 @@ func (c *conn) handshake() error {
 	if err := c.authenticate(startOk); err != nil {
 		return err
 	}
+	c.mechanism = startOk.Mechanism
 	tune := &amqp.ConnectionTune{
 		ChannelMax: cfg.ChannelMax, FrameMax: cfg.FrameMax, Heartbeat: uint16(cfg.Heartbeat / time.Second),
 	}
@@ -236,7 +239,7 @@ func (c *conn) openVhost(name string) error {
 // refuse sends connection.close during the handshake and gives the client a
 // moment to answer close-ok before the socket is dropped.
 func (c *conn) refuse(e *amqp.Error) error {
-	c.log.Info("refusing connection", "reason", e.ReplyText())
+	c.logLimited(slog.LevelWarn, "refusing connection", failureHandshake, "", "code", e.Code, "reason", e.ReplyText())
 	return errors.Join(e, c.sendRefusal(e))
 }
 

@@ -24,10 +24,12 @@ const (
 	failureKeysMax = 4096
 )
 
-// failureLog rate-limits the log lines of failed logins and broken handshakes:
-// one line per kind, peer address and user name per interval, and the next
-// line of a key says how many were left out. An attacker's failures thus cost
-// a bounded number of lines whatever their rate.
+// failureLog rate-limits the log lines of failed logins and broken handshakes
+// (one line per kind, peer address and user name per interval), and of
+// accepted connections and channel errors (a burst of connLogBurst lines per
+// key and interval); the next line of a key says how many were left out. A
+// flood of connections thus costs a bounded number of lines whatever its
+// rate, and is never silenced.
 //
 // mu is a leaf lock held only for the map update; the line is written after.
 type failureLog struct {
@@ -40,7 +42,8 @@ type failureLog struct {
 type failureKey struct{ kind, peer, user string }
 
 type failureCount struct {
-	logged     time.Time // when the key last had a line
+	logged     time.Time // when the key's current interval began
+	lines      int       // lines the key had in it, at most its kind's burst
 	suppressed int       // failures since then without one
 }
 
@@ -66,15 +69,19 @@ func (l *failureLog) note(key failureKey, now time.Time) (counted failureKey, lo
 		}
 	}
 	if fc == nil {
-		l.seen[key] = &failureCount{logged: now}
+		l.seen[key] = &failureCount{logged: now, lines: 1}
 		return key, true, 0
 	}
 	if now.Sub(fc.logged) < l.interval {
+		if fc.lines < failureBurst(key.kind) {
+			fc.lines++
+			return key, true, 0
+		}
 		fc.suppressed++
 		return key, false, 0
 	}
 	suppressed = fc.suppressed
-	fc.logged, fc.suppressed = now, 0
+	fc.logged, fc.lines, fc.suppressed = now, 1, 0
 	return key, true, suppressed
 }
 
@@ -110,14 +117,15 @@ func clipUser(user string) string {
 	return user[:n] + "…"
 }
 
-// logFailure writes msg for one failure unless its key already had a line in
-// this interval.
-func (c *conn) logFailure(level slog.Level, msg, kind, user string, attrs ...any) {
+// logLimited writes msg for one event of kind (a failure, an accepted
+// connection, a channel error) unless its key already had its lines in this
+// interval.
+func (c *conn) logLimited(level slog.Level, msg, kind, user string, attrs ...any) {
 	key, logIt, suppressed := c.srv.failures.note(failureKey{kind: kind, peer: peerHost(c.nc.RemoteAddr()), user: clipUser(user)}, time.Now())
 	if !logIt {
 		return
 	}
-	if kind == failureLogin {
+	if kind == failureLogin || kind == failureChannel {
 		attrs = append(attrs, "user", key.user)
 	}
 	if key.peer == "(many)" {
@@ -129,11 +137,28 @@ func (c *conn) logFailure(level slog.Level, msg, kind, user string, attrs ...any
 	c.log.Log(context.Background(), level, msg, attrs...)
 }
 
-// Kinds of failureLog keys.
+// Kinds of failureLog keys. Failed logins and broken handshakes get one
+// line per key and interval; accepted connections and channel errors, which
+// a well-behaved client also causes, get a burst of them before the rest
+// are counted.
 const (
 	failureLogin     = "login"
 	failureHandshake = "handshake"
+	failureAccept    = "accept"  // "accepting AMQP connection", keyed by peer host
+	failureChannel   = "channel" // channel errors, keyed by peer host and user
 )
+
+// connLogBurst is how many lines of an accept or channel-error key are
+// logged per interval before the rest are only counted.
+const connLogBurst = 100
+
+func failureBurst(kind string) int {
+	switch kind {
+	case failureAccept, failureChannel:
+		return connLogBurst
+	}
+	return 1
+}
 
 // loginRefused answers a failed login. RabbitMQ 3.10 sends connection.close
 // 403 only to clients announcing authentication_failure_close (to others,
@@ -142,7 +167,7 @@ const (
 // LoginFailureDelay, so that no client, however it answers, learns the result
 // of a guess sooner.
 func (c *conn) loginRefused(mechanism, user, reason string) error {
-	c.logFailure(slog.LevelWarn, "login refused", failureLogin, user, "mechanism", mechanism, "reason", reason)
+	c.logLimited(slog.LevelWarn, "login refused", failureLogin, user, "mechanism", mechanism, "reason", reason)
 	c.hold(c.srv.cfg.LoginFailureDelay)
 	if c.supportsCap("authentication_failure_close") {
 		e := amqp.NewError(amqp.AccessRefused, 0,
@@ -157,7 +182,7 @@ func (c *conn) loginRefused(mechanism, user, reason string) error {
 // frame-max or channel-max, a method out of order). RabbitMQ's reader sends
 // nothing then: it waits 3 s and closes the socket.
 func (c *conn) dropHandshake(e *amqp.Error) error {
-	c.logFailure(slog.LevelInfo, "handshake failed", failureHandshake, "", "state", c.phase.String(), "reason", e.ReplyText())
+	c.logLimited(slog.LevelInfo, "handshake failed", failureHandshake, "", "state", c.phase.String(), "reason", e.ReplyText())
 	c.hold(c.srv.cfg.LoginFailureDelay)
 	return errHandshakeRefused
 }

@@ -315,6 +315,7 @@ func (s *Server) unregisterConn(c *conn) {
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.log.Info("stopping: closing the AMQP listeners")
 		close(s.quit)
 		if s.ln != nil {
 			err = s.ln.Close()
@@ -329,12 +330,15 @@ func (s *Server) Close() error {
 			conns = append(conns, c)
 		}
 		s.mu.Unlock()
+		s.log.Info("stopping: closing connections", "connections", len(conns))
 		for _, c := range conns {
 			c.forceClose(amqp.ConnectionForced, "broker forced connection closure with reason 'shutdown'")
 		}
 		s.wg.Wait()
+		s.log.Info("stopping: checkpointing message stores and queue indexes")
 		s.shutdownStorage()
 		s.closeMeta()
+		s.log.Info("stopped")
 	})
 	return err
 }
@@ -343,6 +347,9 @@ func (s *Server) Close() error {
 // is flushed, then the socket is shut so the reader cleans up. Any goroutine.
 func (c *conn) forceClose(code uint16, text string) {
 	c.stateMu.Lock()
+	if c.forcedWith.by == "" {
+		c.forcedWith = connClose{by: closedByBroker, code: code, text: text}
+	}
 	if !c.running {
 		// Still in the handshake: there is no writer to flush a close frame.
 		c.forcedClose = true
