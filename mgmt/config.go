@@ -15,7 +15,7 @@ import (
 // Config configures the management API. Start from DefaultConfig and set
 // Server; the zero value is not valid.
 type Config struct {
-	// Listen is the TCP address of the HTTP listener, e.g. "0.0.0.0:15672".
+	// Listen is the TCP address of the HTTP listener, e.g. ":15672" (every address, IPv4 and IPv6).
 	// Use "127.0.0.1:0" in tests for a free port.
 	Listen string
 
@@ -73,7 +73,7 @@ type Config struct {
 // DefaultConfig returns the defaults; Server must still be set.
 func DefaultConfig() Config {
 	return Config{
-		Listen:            "0.0.0.0:15672",
+		Listen:            ":15672",
 		Logger:            slog.Default(),
 		ProductName:       "Warren",
 		StatsInterval:     5 * time.Second,

@@ -36,7 +36,8 @@ type Permission struct {
 
 // Config configures a Server. Start from DefaultConfig: the zero value is not valid.
 type Config struct {
-	// AMQPListen is the TCP address of the AMQP listener, e.g. "0.0.0.0:5672".
+	// AMQPListen is the TCP address of the AMQP listener, e.g. ":5672": no
+	// host listens on every address, IPv4 and IPv6 (dual-stack [::]).
 	// Use "127.0.0.1:0" in tests for a free port.
 	AMQPListen string
 
@@ -221,7 +222,7 @@ type Config struct {
 // DefaultConfig returns a configuration with RabbitMQ's defaults.
 func DefaultConfig() Config {
 	return Config{
-		AMQPListen:           "0.0.0.0:5672",
+		AMQPListen:           ":5672",
 		NodeName:             defaultNodeName(),
 		DataDir:              "./data",
 		FrameMax:             131072,

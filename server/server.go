@@ -207,13 +207,13 @@ func (s *Server) closeMeta() {
 func (s *Server) Start() error {
 	ln, err := net.Listen("tcp", s.cfg.AMQPListen)
 	if err != nil {
-		return fmt.Errorf("server: listen %s: %w", s.cfg.AMQPListen, err)
+		return &ListenError{Field: "AMQPListen", Addr: s.cfg.AMQPListen, Err: err}
 	}
 	if s.cfg.AMQPSListen != "" {
 		tln, err := net.Listen("tcp", s.cfg.AMQPSListen)
 		if err != nil {
 			ln.Close()
-			return fmt.Errorf("server: listen %s: %w", s.cfg.AMQPSListen, err)
+			return &ListenError{Field: "AMQPSListen", Addr: s.cfg.AMQPSListen, Err: err}
 		}
 		s.amqpsLn = tls.NewListener(tln, s.tls)
 		s.log.Info("AMQPS listener started", "addr", tln.Addr().String())
@@ -231,6 +231,17 @@ func (s *Server) Start() error {
 	s.goFunc(s.resourceMonitor)
 	return nil
 }
+
+// ListenError is a listener Start could not open (the address is taken, or
+// not this host's); Field names the Config field that gave the address.
+type ListenError struct {
+	Field, Addr string
+	Err         error
+}
+
+func (e *ListenError) Error() string { return fmt.Sprintf("server: %s %s: %v", e.Field, e.Addr, e.Err) }
+
+func (e *ListenError) Unwrap() error { return e.Err }
 
 // Addr returns the listener's address (useful with port 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }

@@ -25,19 +25,19 @@ type setting struct {
 
 var settings = []setting{
 	{"data-dir", "./data", "directory for all persistent state"},
-	{"amqp-listen", "0.0.0.0:5672", "AMQP listener address"},
-	{"amqps-listen", "", "AMQP over TLS listener address, e.g. 0.0.0.0:5671 (empty disables; needs tls-cert and tls-key)"},
+	{"amqp-listen", ":5672", "AMQP listener address; no host is every address, IPv4 and IPv6"},
+	{"amqps-listen", "", "AMQP over TLS listener address, e.g. :5671 (empty disables; needs tls-cert and tls-key)"},
 	{"tls-cert", "", "PEM server certificate (chain) for AMQPS and, with mgmt-tls or metrics-tls, HTTPS"},
 	{"tls-key", "", "PEM private key of tls-cert"},
 	{"tls-ca", "", "PEM authorities trusted for client certificates"},
 	{"tls-verify-peer", false, "request and verify AMQPS client certificates (enables the EXTERNAL mechanism; needs tls-ca)"},
 	{"tls-fail-if-no-peer-cert", false, "refuse AMQPS clients without a valid certificate (needs tls-verify-peer)"},
-	{"mgmt-listen", "0.0.0.0:15672", "management HTTP API and web UI address (empty disables)"},
+	{"mgmt-listen", ":15672", "management HTTP API and web UI address (empty disables)"},
 	{"mgmt-tls", false, "serve the management API over HTTPS with tls-cert and tls-key"},
 	{"mgmt-read-timeout", 2 * time.Minute, "longest a management client may take to send one request, body included"},
 	{"mgmt-write-timeout", 5 * time.Minute, "longest the management API may take to send one response (definitions exports are the longest)"},
 	{"mgmt-max-connections", 128, "most management HTTP connections served at once; more wait until one closes"},
-	{"metrics-listen", "0.0.0.0:15692", "Prometheus metrics address (empty disables)"},
+	{"metrics-listen", ":15692", "Prometheus metrics address (empty disables)"},
 	{"metrics-tls", false, "serve Prometheus metrics over HTTPS with tls-cert and tls-key"},
 	{"metrics-max-connections", 32, "most Prometheus metrics connections served at once; more wait until one closes"},
 	{"pprof-listen", "", "Go profiler (net/http/pprof) address, e.g. 127.0.0.1:6060 (empty disables)"},
@@ -75,13 +75,26 @@ var settings = []setting{
 	{"consumer-timeout", 30 * time.Minute, "close a channel whose delivery stays unacknowledged this long (0 disables)"},
 }
 
-// loadConfig merges flags, WARREN_* environment variables and an optional
-// YAML file (flags win, then environment, then file, then defaults).
-func loadConfig(args []string, stderr io.Writer) (server.Config, *viper.Viper, bool, error) {
-	fs := pflag.NewFlagSet("warren", pflag.ContinueOnError)
+// usageHeader precedes the flags in warren --help.
+const usageHeader = `Usage: warren [flags]        (-h, --help prints this and exits)
+
+Runs the Warren AMQP 0-9-1 broker. Every key below is a flag, a WARREN_*
+environment variable (dashes become underscores: WARREN_AMQP_LISTEN) and a
+key of the YAML file given with --config; config, help and version are flags
+only, users and vhost-flush-policies keys of the file only. Flags win over
+the environment, which wins over the file.
+
+`
+
+// newFlagSet defines every flag: --config, --version and one per setting;
+// pflag answers -h and --help with ErrHelp, its own usage output being off
+// (run prints printUsage's to stdout).
+func newFlagSet(stderr io.Writer) (fs *pflag.FlagSet, configFile *string, version *bool) {
+	fs = pflag.NewFlagSet("warren", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configFile := fs.String("config", "", "YAML configuration file")
-	version := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {}
+	configFile = fs.String("config", "", "YAML configuration file")
+	version = fs.Bool("version", false, "print the version and exit")
 	for _, s := range settings {
 		switch d := s.def.(type) {
 		case string:
@@ -98,6 +111,21 @@ func loadConfig(args []string, stderr io.Writer) (server.Config, *viper.Viper, b
 			fs.Bool(s.key, d, s.usage)
 		}
 	}
+	return fs, configFile, version
+}
+
+// printUsage writes warren --help.
+func printUsage(w io.Writer) {
+	fs, _, _ := newFlagSet(io.Discard)
+	fmt.Fprint(w, usageHeader)
+	fmt.Fprint(w, fs.FlagUsages())
+}
+
+// loadConfig merges flags, WARREN_* environment variables and an optional
+// YAML file (flags win, then environment, then file, then defaults). --help
+// returns pflag.ErrHelp.
+func loadConfig(args []string, stderr io.Writer) (server.Config, *viper.Viper, bool, error) {
+	fs, configFile, version := newFlagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		return server.Config{}, nil, false, err
 	}

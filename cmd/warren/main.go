@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/warrenmq/warren/mgmt"
@@ -45,8 +46,12 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		fmt.Fprintf(stdout, "warren %s\n", version)
 		return 0
 	}
+	if errors.Is(err, pflag.ErrHelp) {
+		printUsage(stdout)
+		return 0
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "warren: %v\n", err)
+		fmt.Fprintf(stderr, "warren: %v (warren --help lists the keys)\n", err)
 		return 2
 	}
 	cfg.ProductVersion = version
@@ -56,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		return 1
 	}
 	if err := srv.Start(); err != nil {
-		fmt.Fprintf(stderr, "warren: %v\n", err)
+		fmt.Fprintf(stderr, "warren: %v\n", listenKeyError(err))
 		srv.Close()
 		return 1
 	}
@@ -73,6 +78,20 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		cfg.Logger.Warn("closing listener", "err", err)
 	}
 	return 0
+}
+
+// listenKeyError names the configuration key of a listener that could not
+// be opened, so the operator knows which setting to change.
+func listenKeyError(err error) error {
+	var le *server.ListenError
+	if !errors.As(err, &le) {
+		return err
+	}
+	key := map[string]string{"AMQPListen": "amqp-listen", "AMQPSListen": "amqps-listen"}[le.Field]
+	if key == "" {
+		return err
+	}
+	return fmt.Errorf("%s %s: %w", key, le.Addr, le.Err)
 }
 
 // startHTTP starts the management API with the web UI and the Prometheus
@@ -109,7 +128,7 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 			err = api.Start()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("management API: %w", err)
+			return nil, fmt.Errorf("mgmt-listen %s: management API: %w", addr, err)
 		}
 		stops = append(stops, api.Close)
 		cfg.Logger.Info("management API and web UI started", "addr", api.Addr().String())
@@ -138,7 +157,7 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 		}
 		if err != nil {
 			stop()
-			return nil, fmt.Errorf("metrics: %w", err)
+			return nil, fmt.Errorf("metrics-listen %s: metrics: %w", addr, err)
 		}
 		stops = append(stops, exp.Close)
 		cfg.Logger.Info("Prometheus metrics started", "addr", exp.Addr().String())

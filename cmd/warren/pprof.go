@@ -18,7 +18,7 @@ import (
 func startPprof(addr string, log *slog.Logger) (func() error, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("pprof: listen %s: %w", addr, err)
+		return nil, fmt.Errorf("pprof-listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

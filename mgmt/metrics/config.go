@@ -62,7 +62,7 @@ func (o *Options) Validate() error {
 // DefaultConfig: the zero value is not valid.
 type Config struct {
 	// Listen is the TCP address of the metrics listener. Default
-	// "0.0.0.0:15692", rabbitmq_prometheus's port; "127.0.0.1:0" in tests.
+	// ":15692" (every address, IPv4 and IPv6), rabbitmq_prometheus's port; "127.0.0.1:0" in tests.
 	Listen string
 
 	// Options are passed to Handler.
@@ -101,7 +101,7 @@ type Config struct {
 // DefaultConfig returns a configuration listening on RabbitMQ's metrics port.
 func DefaultConfig() Config {
 	return Config{
-		Listen:            "0.0.0.0:15692",
+		Listen:            ":15692",
 		Options:           DefaultOptions(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,

@@ -9,7 +9,7 @@
 //	/metrics/per-object  one series per queue ({vhost, queue}) and per
 //	                     connection ({channel}, RabbitMQ's label key)
 //
-// Exporter runs Handler on its own listener (default 0.0.0.0:15692).
+// Exporter runs Handler on its own listener (default :15692, IPv4 and IPv6).
 //
 // There is no central stats collector: a custom prometheus.Collector copies
 // the counters that live in each queue, exchange and connection at scrape time
