@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"net"
@@ -610,34 +611,19 @@ func (s *Server) deleteVhostLocked(name string) error {
 	for _, c := range conns {
 		c.forceClose(amqp.ConnectionForced, fmt.Sprintf("vhost '%s' is deleted", name))
 	}
-	for _, q := range vh.Queues() {
-		if q.exclusive {
-			vh.removeQueue(q)
-			continue
-		}
-		if _, err := vh.deleteQueue(nil, q.name, false, false); err != nil {
-			return fmt.Errorf("server: deleting vhost %q: %w", name, err)
-		}
-	}
-	for _, ex := range vh.Exchanges() {
-		if ex.name == "" || strings.HasPrefix(ex.name, "amq.") {
-			continue
-		}
-		if err := vh.deleteExchange(ex.name, false); err != nil {
-			return fmt.Errorf("server: deleting vhost %q: %w", name, err)
+	// The vhost's definitions leave meta.db in one transaction, before memory:
+	// a crash leaves the vhost whole or gone.
+	if s.meta != nil {
+		if err := s.meta.commit(vhostDeletes(name)); err != nil {
+			s.mu.Lock()
+			s.vhosts[name] = vh
+			s.mu.Unlock()
+			return fmt.Errorf("server: removing vhost %q from the metadata store: %w", name, err)
 		}
 	}
-	for _, u := range s.Users() {
-		if s.users.permission(u.Name, name) != nil {
-			if err := s.users.clearPermission(u.Name, name); err != nil {
-				return fmt.Errorf("server: deleting vhost %q: %w", name, err)
-			}
-		}
-		if _, err := s.users.clearTopicPermissions(u.Name, name, ""); err != nil {
-			return fmt.Errorf("server: deleting vhost %q: %w", name, err)
-		}
-	}
-	if err := s.removeVhostStorage(vh); err != nil {
+	vh.dropTopology()
+	s.users.dropVhost(name)
+	if err := s.removeVhostFiles(vh); err != nil {
 		return err
 	}
 	s.admin.pmu.Lock()
@@ -653,9 +639,51 @@ func (s *Server) deleteVhostLocked(name string) error {
 	return nil
 }
 
-// removeVhostStorage stops a deleted vhost's message store, removes its
-// files, and removes the vhost and its policies from meta.db.
-func (s *Server) removeVhostStorage(vh *Vhost) error {
+// vhostDeletes is the removal of a vhost and every definition in it from
+// meta.db: exchanges, queues, bindings, policies, and every user's
+// permission and topic permissions on it.
+func vhostDeletes(name string) *metaBatch {
+	var b metaBatch
+	b.delete(bucketVhosts, []byte(name))
+	prefix := append([]byte(name), 0)
+	for _, bucket := range [][]byte{bucketExchanges, bucketQueues, bucketBindings, bucketPolicies} {
+		b.deletePrefix(bucket, prefix)
+	}
+	// Permission keys are user NUL vhost; topic permission keys user NUL vhost NUL exchange.
+	b.deleteMatching(bucketPermissions, nil, func(k []byte) bool {
+		_, v, ok := bytes.Cut(k, []byte{0})
+		return ok && string(v) == name
+	})
+	b.deleteMatching(bucketTopicPermissions, nil, func(k []byte) bool {
+		_, v, ok := bytes.Cut(k, []byte{0})
+		return ok && bytes.HasPrefix(v, prefix)
+	})
+	return &b
+}
+
+// dropTopology removes every queue and every exchange but the built-in ones
+// from a deleted vhost's memory; their definitions are already gone from
+// meta.db (vhostDeletes).
+func (vh *Vhost) dropTopology() {
+	var done metaBatch // already committed by vhostDeletes
+	for _, q := range vh.Queues() {
+		vh.mu.Lock()
+		cs, _ := vh.removeQueueLocked(q, &done)
+		vh.mu.Unlock()
+		notifyCancelled(cs)
+	}
+	vh.mu.Lock()
+	defer vh.mu.Unlock()
+	for _, ex := range vh.exchanges {
+		if ex.name != "" && !strings.HasPrefix(ex.name, "amq.") && vh.exchanges[ex.name] == ex {
+			vh.removeExchangeLocked(ex, &done)
+		}
+	}
+}
+
+// removeVhostFiles stops a deleted vhost's message stores and removes its
+// files.
+func (s *Server) removeVhostFiles(vh *Vhost) error {
 	// The transient store lives inside the vhost's directory, removed below.
 	if tr := vh.transient; tr != nil {
 		tr.stop()
@@ -671,15 +699,6 @@ func (s *Server) removeVhostStorage(vh *Vhost) error {
 		if err := os.RemoveAll(st.dir); err != nil {
 			return fmt.Errorf("server: removing the files of vhost %q: %w", vh.name, err)
 		}
-	}
-	if s.meta == nil {
-		return nil
-	}
-	if err := s.meta.delete(bucketVhosts, []byte(vh.name)); err != nil {
-		return fmt.Errorf("server: removing vhost %q from the metadata store: %w", vh.name, err)
-	}
-	if err := s.meta.deletePrefix(bucketPolicies, append([]byte(vh.name), 0)); err != nil {
-		return fmt.Errorf("server: removing the policies of vhost %q: %w", vh.name, err)
 	}
 	return nil
 }

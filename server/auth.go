@@ -227,14 +227,14 @@ func (u *users) list() []UserInfo {
 
 func (u *users) remove(name string) (bool, error) {
 	if u.meta != nil {
-		if err := u.meta.delete(bucketUsers, []byte(name)); err != nil {
-			return false, fmt.Errorf("removing user %q: %w", name, err)
-		}
-		if err := u.meta.deletePrefix(bucketPermissions, append([]byte(name), 0)); err != nil {
-			return false, fmt.Errorf("removing permissions of %q: %w", name, err)
-		}
-		if err := u.meta.deletePrefix(bucketTopicPermissions, append([]byte(name), 0)); err != nil {
-			return false, fmt.Errorf("removing topic permissions of %q: %w", name, err)
+		// One transaction: a crash must not leave permissions that a later
+		// user of the same name would inherit.
+		var b metaBatch
+		b.delete(bucketUsers, []byte(name))
+		b.deletePrefix(bucketPermissions, append([]byte(name), 0))
+		b.deletePrefix(bucketTopicPermissions, append([]byte(name), 0))
+		if err := u.meta.commit(&b); err != nil {
+			return false, fmt.Errorf("removing user %q with its permissions: %w", name, err)
 		}
 	}
 	u.mu.Lock()
@@ -243,6 +243,22 @@ func (u *users) remove(name string) (bool, error) {
 	delete(u.accounts, name)
 	u.generation.Add(1)
 	return ok, nil
+}
+
+// dropVhost forgets every permission and topic permission on a deleted
+// vhost; meta.db no longer has them (vhostDeletes).
+func (u *users) dropVhost(vhost string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, a := range u.accounts {
+		delete(a.perms, vhost)
+		for k := range a.topics {
+			if k.vhost == vhost {
+				delete(a.topics, k)
+			}
+		}
+	}
+	u.generation.Add(1)
 }
 
 // load installs a user read from meta.db.

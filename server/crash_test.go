@@ -82,6 +82,9 @@ func runCrashBroker(dir, addr string) {
 		os.Exit(3)
 	}
 	setNofileFromEnv("WARREN_CRASH_BROKER_NOFILE_AFTER_START")
+	if op := os.Getenv("WARREN_CRASH_META_OP"); op != "" {
+		runMetaCrashOp(s, op, os.Getenv("WARREN_CRASH_META_WRITE")) // exits
+	}
 	// SIGTERM is a clean stop (checkpoints written); SIGKILL, the crash.
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)

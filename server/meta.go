@@ -135,40 +135,118 @@ func metaKey(parts ...string) []byte {
 	return b.Bytes()
 }
 
-func (m *metaStore) put(bucket []byte, key []byte, v any) error {
+// metaBatch is the writes of one definition change, committed together by
+// metaStore.commit so a crash leaves meta.db with all of them or none: a
+// queue delete and the removal of its bindings, a user and its permissions.
+type metaBatch struct {
+	ops []metaOp
+}
+
+// metaOp is one write of a batch: a put (val set), a delete of key, or, with
+// prefix, a delete of every key starting with key whose remainder match
+// accepts (nil accepts all).
+type metaOp struct {
+	bucket, key, val []byte
+	prefix           bool
+	match            func(rest []byte) bool
+}
+
+func (b *metaBatch) put(bucket, key []byte, v any) error {
 	val, err := encodeRecord(key, v)
 	if err != nil {
 		return err
 	}
-	return m.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(key, val) })
+	b.ops = append(b.ops, metaOp{bucket: bucket, key: key, val: val})
+	return nil
 }
 
-func (m *metaStore) delete(bucket []byte, keys ...[]byte) error {
-	if len(keys) == 0 {
+func (b *metaBatch) delete(bucket []byte, keys ...[]byte) {
+	for _, k := range keys {
+		b.ops = append(b.ops, metaOp{bucket: bucket, key: k})
+	}
+}
+
+// deletePrefix deletes every key of bucket starting with prefix.
+func (b *metaBatch) deletePrefix(bucket, prefix []byte) {
+	b.ops = append(b.ops, metaOp{bucket: bucket, key: prefix, prefix: true})
+}
+
+// deleteMatching deletes every key of bucket starting with prefix whose
+// remainder match accepts.
+func (b *metaBatch) deleteMatching(bucket, prefix []byte, match func(rest []byte) bool) {
+	b.ops = append(b.ops, metaOp{bucket: bucket, key: prefix, prefix: true, match: match})
+}
+
+func (b *metaBatch) empty() bool { return b == nil || len(b.ops) == 0 }
+
+// metaCommitHook, when set, runs before every meta.db write transaction; the
+// crash tests set it in their broker process to kill it at the n-th write.
+var metaCommitHook func()
+
+// commit writes the batch in one fsynced transaction. An empty batch writes
+// nothing.
+func (m *metaStore) commit(b *metaBatch) error {
+	if b.empty() {
 		return nil
 	}
+	if metaCommitHook != nil {
+		metaCommitHook()
+	}
 	return m.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucket)
-		for _, k := range keys {
-			if err := b.Delete(k); err != nil {
+		for _, op := range b.ops {
+			if err := applyMetaOp(tx.Bucket(op.bucket), op); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+func applyMetaOp(bk *bolt.Bucket, op metaOp) error {
+	switch {
+	case op.val != nil:
+		return bk.Put(op.key, op.val)
+	case !op.prefix:
+		return bk.Delete(op.key)
+	}
+	var doomed [][]byte
+	c := bk.Cursor()
+	k, _ := c.First()
+	if len(op.key) > 0 {
+		k, _ = c.Seek(op.key)
+	}
+	for ; k != nil && bytes.HasPrefix(k, op.key); k, _ = c.Next() {
+		if op.match == nil || op.match(k[len(op.key):]) {
+			doomed = append(doomed, bytes.Clone(k))
+		}
+	}
+	for _, k := range doomed {
+		if err := bk.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *metaStore) put(bucket []byte, key []byte, v any) error {
+	var b metaBatch
+	if err := b.put(bucket, key, v); err != nil {
+		return err
+	}
+	return m.commit(&b)
+}
+
+func (m *metaStore) delete(bucket []byte, keys ...[]byte) error {
+	var b metaBatch
+	b.delete(bucket, keys...)
+	return m.commit(&b)
 }
 
 // deletePrefix removes every key of bucket starting with prefix.
 func (m *metaStore) deletePrefix(bucket, prefix []byte) error {
-	return m.db.Update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucket).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	var b metaBatch
+	b.deletePrefix(bucket, prefix)
+	return m.commit(&b)
 }
 
 // each decodes every value of bucket into a fresh T and calls fn.

@@ -166,12 +166,16 @@ func (vh *Vhost) deleteExchange(name string, ifUnused bool) *amqp.Error {
 	if ifUnused && (inUse || len(ex.incoming) > 0) {
 		return amqp.NewError(amqp.PreconditionFailed, methodExchangeDelete, "%s in use", describeExchange(name, vh.name))
 	}
-	vh.removeExchangeLocked(ex)
+	var b metaBatch
+	vh.removeExchangeLocked(ex, &b)
+	vh.commitDeletes(&b)
 	return nil
 }
 
-// removeExchangeLocked deletes ex and every binding from or to it.
-func (vh *Vhost) removeExchangeLocked(ex *Exchange) {
+// removeExchangeLocked deletes ex and every binding from or to it, adding
+// their removal from meta.db to b (with the exchanges that auto-delete as a
+// result) so the caller commits them in one transaction.
+func (vh *Vhost) removeExchangeLocked(ex *Exchange, b *metaBatch) {
 	delete(vh.exchanges, ex.name)
 	var metaKeys [][]byte
 	ex.mu.Lock()
@@ -192,25 +196,30 @@ func (vh *Vhost) removeExchangeLocked(ex *Exchange) {
 		k.source.mu.Lock()
 		k.source.bindings.RemoveDest(ex)
 		k.source.mu.Unlock()
-		vh.maybeAutoDeleteExchangeLocked(k.source)
+		vh.maybeAutoDeleteExchangeLocked(k.source, b)
 	}
 	ex.incoming = nil
 	if ex.durable && vh.meta != nil {
-		vh.metaDelete(bucketExchanges, metaKey(vh.name, ex.name))
-		vh.metaDelete(bucketBindings, metaKeys...)
+		b.delete(bucketExchanges, metaKey(vh.name, ex.name))
+		b.delete(bucketBindings, metaKeys...)
 	}
 }
 
-// metaDelete removes definitions; a failure is logged (the object is gone from
-// the running broker either way and would be re-created only after a restart).
-func (vh *Vhost) metaDelete(bucket []byte, keys ...[]byte) {
-	if err := vh.meta.delete(bucket, keys...); err != nil {
-		vh.log.Error("could not remove definitions from the metadata store", "bucket", string(bucket), "err", err)
+// commitDeletes removes definitions in one transaction; a failure is logged
+// (the objects are gone from the running broker either way and would be
+// re-created only after a restart, all of them or none).
+func (vh *Vhost) commitDeletes(b *metaBatch) {
+	if vh.meta == nil {
+		return
+	}
+	if err := vh.meta.commit(b); err != nil {
+		vh.log.Error("could not remove definitions from the metadata store", "err", err)
 	}
 }
 
-// maybeAutoDeleteExchangeLocked deletes an auto-delete exchange with no bindings left.
-func (vh *Vhost) maybeAutoDeleteExchangeLocked(ex *Exchange) {
+// maybeAutoDeleteExchangeLocked deletes an auto-delete exchange with no
+// bindings left, adding its removal from meta.db to b.
+func (vh *Vhost) maybeAutoDeleteExchangeLocked(ex *Exchange, b *metaBatch) {
 	if !ex.autoDelete || vh.exchanges[ex.name] != ex {
 		return
 	}
@@ -218,7 +227,7 @@ func (vh *Vhost) maybeAutoDeleteExchangeLocked(ex *Exchange) {
 	empty := ex.bindings.Len() == 0
 	ex.mu.RUnlock()
 	if empty {
-		vh.removeExchangeLocked(ex)
+		vh.removeExchangeLocked(ex, b)
 	}
 }
 
@@ -255,13 +264,16 @@ func (vh *Vhost) bindLocked(source *Exchange, dest destination, key string, args
 	return nil
 }
 
+// unbindLocked removes a binding and, when that leaves an auto-delete source
+// unbound, the source, with their definitions in one transaction.
 func (vh *Vhost) unbindLocked(source *Exchange, dest destination, key string, args amqp.Table) {
+	var b metaBatch
 	k := bindingKey{source: source, key: key, args: canonicalArgs(args)}
 	source.mu.Lock()
 	removed := source.bindings.Remove(route.Binding[destination]{Dest: dest, Key: key, Args: args})
 	source.mu.Unlock()
 	if removed && vh.meta != nil && source.durable && isDurable(dest) {
-		vh.metaDelete(bucketBindings, bindingMetaKey(vh.name, source.name, dest, key, k.args))
+		b.delete(bucketBindings, bindingMetaKey(vh.name, source.name, dest, key, k.args))
 	}
 	switch d := dest.(type) {
 	case *Queue:
@@ -269,7 +281,8 @@ func (vh *Vhost) unbindLocked(source *Exchange, dest destination, key string, ar
 	case *Exchange:
 		delete(d.incoming, k)
 	}
-	vh.maybeAutoDeleteExchangeLocked(source)
+	vh.maybeAutoDeleteExchangeLocked(source, &b)
+	vh.commitDeletes(&b)
 }
 
 // bindQueue implements queue.bind.
@@ -485,15 +498,20 @@ func (vh *Vhost) deleteQueue(c *conn, name string, ifUnused, ifEmpty bool) (int,
 		vh.mu.Unlock()
 		return 0, amqp.NewError(amqp.PreconditionFailed, methodQueueDelete, "%s not empty", describeQueue(name, vh.name))
 	}
-	cs, n := vh.removeQueueLocked(q)
+	var b metaBatch
+	cs, n := vh.removeQueueLocked(q, &b)
+	vh.commitDeletes(&b)
 	vh.mu.Unlock()
 	notifyCancelled(cs)
 	return n, nil
 }
 
 // removeQueueLocked unbinds and stops q, returning its consumers for the caller
-// to notify once vhost.mu is released.
-func (vh *Vhost) removeQueueLocked(q *Queue) ([]*consumer, int) {
+// to notify once vhost.mu is released. It adds the removal of the queue, its
+// bindings and the exchanges that auto-delete with them to b, for the caller
+// to commit in one transaction: a crash between them would leave bindings to
+// a missing queue, which the loader refuses.
+func (vh *Vhost) removeQueueLocked(q *Queue, b *metaBatch) ([]*consumer, int) {
 	if vh.queues[q.name] != q {
 		return nil, 0
 	}
@@ -504,15 +522,15 @@ func (vh *Vhost) removeQueueLocked(q *Queue) ([]*consumer, int) {
 		k.source.mu.Lock()
 		k.source.bindings.RemoveDest(q)
 		k.source.mu.Unlock()
-		vh.maybeAutoDeleteExchangeLocked(k.source)
+		vh.maybeAutoDeleteExchangeLocked(k.source, b)
 	}
 	q.bindings = nil
 	if q.owner != nil {
 		q.owner.removeExclusive(q)
 	}
 	if isDurable(q) && vh.meta != nil {
-		vh.metaDelete(bucketQueues, metaKey(vh.name, q.name))
-		vh.metaDelete(bucketBindings, metaKeys...)
+		b.delete(bucketQueues, metaKey(vh.name, q.name))
+		b.delete(bucketBindings, metaKeys...)
 	}
 	closeStream(q, true)
 	return q.markDeleted()
@@ -521,7 +539,9 @@ func (vh *Vhost) removeQueueLocked(q *Queue) ([]*consumer, int) {
 // removeQueue deletes q if it is still registered (auto-delete, exclusive cleanup).
 func (vh *Vhost) removeQueue(q *Queue) {
 	vh.mu.Lock()
-	cs, _ := vh.removeQueueLocked(q)
+	var b metaBatch
+	cs, _ := vh.removeQueueLocked(q, &b)
+	vh.commitDeletes(&b)
 	vh.mu.Unlock()
 	notifyCancelled(cs)
 }
