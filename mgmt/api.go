@@ -66,11 +66,8 @@ func New(cfg Config) (*API, error) {
 	// SetMaxThreads has no getter: set a higher limit and restore the old one.
 	a.maxThreads = debug.SetMaxThreads(1 << 30)
 	debug.SetMaxThreads(a.maxThreads)
-	if a.srv.ClusterName() == "" {
-		if err := a.srv.SetClusterName(a.srv.NodeName()); err != nil {
-			return nil, fmt.Errorf("mgmt: setting the cluster name: %w", err)
-		}
-	}
+	// The node's name is the cluster name until one is set; it is not stored.
+	a.srv.SetDefaultClusterName(a.srv.NodeName())
 	a.routes = a.buildRoutes()
 	a.stats = newSampler(a.srv, cfg.StatsInterval, cfg.StatsHistory, cfg.ObjectHistory)
 	a.stats.sample(time.Now())

@@ -36,9 +36,11 @@ type adminState struct {
 	mu sync.Mutex // serialises administrative mutations; first in lock order
 
 	pmu         sync.RWMutex // leaf: guards everything below up to chmu
-	clusterName string
-	params      map[paramKey]any
-	globals     map[string]any
+	clusterName string       // set with SetClusterName, kept in meta.db
+	// defaultClusterName is what ClusterName reports while none is set.
+	defaultClusterName string
+	params             map[paramKey]any
+	globals            map[string]any
 
 	chmu     sync.Mutex // leaf: guards channels and retired
 	channels map[*channel]struct{}
@@ -572,16 +574,21 @@ func (s *Server) PutVhost(name string, meta VhostMeta) (created bool, err error)
 }
 
 func (s *Server) putVhostLocked(name string, meta VhostMeta) (bool, error) {
-	created := s.Vhost(name) == nil
-	vh, err := s.addVhost(name)
-	if err != nil {
-		return false, err
-	}
 	meta.Tags = slices.Clone(meta.Tags)
+	vh := s.Vhost(name)
+	if vh == nil {
+		_, err := s.addVhost(name, meta)
+		return err == nil, err
+	}
+	if s.meta != nil {
+		if err := s.meta.put(bucketVhosts, []byte(name), newMetaVhost(name, meta)); err != nil {
+			return false, fmt.Errorf("server: storing vhost %q: %w", name, err)
+		}
+	}
 	vh.adm.mu.Lock()
 	vh.adm.meta = meta
 	vh.adm.mu.Unlock()
-	return created, nil
+	return false, nil
 }
 
 // DeleteVhost deletes a vhost: its connections are closed with 320
@@ -640,13 +647,13 @@ func (s *Server) deleteVhostLocked(name string) error {
 }
 
 // vhostDeletes is the removal of a vhost and every definition in it from
-// meta.db: exchanges, queues, bindings, policies, and every user's
+// meta.db: exchanges, queues, bindings, policies, runtime parameters, and every user's
 // permission and topic permissions on it.
 func vhostDeletes(name string) *metaBatch {
 	var b metaBatch
 	b.delete(bucketVhosts, []byte(name))
 	prefix := append([]byte(name), 0)
-	for _, bucket := range [][]byte{bucketExchanges, bucketQueues, bucketBindings, bucketPolicies} {
+	for _, bucket := range [][]byte{bucketExchanges, bucketQueues, bucketBindings, bucketPolicies, bucketParameters} {
 		b.deletePrefix(bucket, prefix)
 	}
 	// Permission keys are user NUL vhost; topic permission keys user NUL vhost NUL exchange.

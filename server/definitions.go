@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/warrenmq/warren/server/route"
@@ -457,88 +456,4 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// ClusterName returns the cluster name set with SetClusterName, or "".
-func (s *Server) ClusterName() string {
-	s.admin.pmu.RLock()
-	defer s.admin.pmu.RUnlock()
-	return s.admin.clusterName
-}
-
-// SetClusterName sets the cluster name reported by the management API.
-func (s *Server) SetClusterName(name string) error {
-	if name == "" {
-		return fmt.Errorf("%w: cluster name is empty", ErrInvalid)
-	}
-	s.admin.pmu.Lock()
-	s.admin.clusterName = name
-	s.admin.pmu.Unlock()
-	return nil
-}
-
-// Parameter is a runtime parameter of a component (federation-upstream,
-// shovel, ...). Warren keeps them so definitions round-trip; it runs none of
-// those components.
-type Parameter struct {
-	Component, Vhost, Name string
-	Value                  any
-}
-
-type paramKey struct{ component, vhost, name string }
-
-// Parameters returns the stored runtime parameters sorted by component,
-// vhost and name.
-func (s *Server) Parameters() []Parameter {
-	s.admin.pmu.RLock()
-	out := make([]Parameter, 0, len(s.admin.params))
-	for k, v := range s.admin.params {
-		out = append(out, Parameter{Component: k.component, Vhost: k.vhost, Name: k.name, Value: v})
-	}
-	s.admin.pmu.RUnlock()
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		return a.Component+"\x00"+a.Vhost+"\x00"+a.Name < b.Component+"\x00"+b.Vhost+"\x00"+b.Name
-	})
-	return out
-}
-
-func (s *Server) putParameterLocked(p Parameter) {
-	s.admin.pmu.Lock()
-	if s.admin.params == nil {
-		s.admin.params = make(map[paramKey]any)
-	}
-	s.admin.params[paramKey{p.Component, p.Vhost, p.Name}] = p.Value
-	s.admin.pmu.Unlock()
-}
-
-// GlobalParameters returns the stored global parameters sorted by name,
-// including cluster_name when a cluster name is set.
-func (s *Server) GlobalParameters() []Parameter {
-	s.admin.pmu.RLock()
-	out := make([]Parameter, 0, len(s.admin.globals)+1)
-	for k, v := range s.admin.globals {
-		out = append(out, Parameter{Name: k, Value: v})
-	}
-	if s.admin.clusterName != "" {
-		out = append(out, Parameter{Name: "cluster_name", Value: s.admin.clusterName})
-	}
-	s.admin.pmu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func (s *Server) putGlobalLocked(name string, v any) {
-	s.admin.pmu.Lock()
-	defer s.admin.pmu.Unlock()
-	if name == "cluster_name" {
-		if str, ok := v.(string); ok && str != "" {
-			s.admin.clusterName = str
-		}
-		return
-	}
-	if s.admin.globals == nil {
-		s.admin.globals = make(map[string]any)
-	}
-	s.admin.globals[name] = v
 }

@@ -181,10 +181,14 @@ func (s *Server) importTopicPermission(tp TopicPermission, u *importUndo) error 
 // operator policies.
 func (s *Server) applyPolicies(d *Definitions, u *importUndo) error {
 	for _, p := range d.Parameters {
-		s.importParameter(p, u)
+		if err := s.importParameter(p, u); err != nil {
+			return importFailure(fmt.Sprintf("parameter '%s' of '%s' in vhost '%s'", p.Name, p.Component, p.Vhost), err)
+		}
 	}
 	for _, p := range d.GlobalParameters {
-		s.importGlobal(p, u)
+		if err := s.importGlobal(p, u); err != nil {
+			return importFailure(fmt.Sprintf("global parameter '%s'", p.Name), err)
+		}
 	}
 	for i, ps := range [][]Policy{d.Policies, d.OperatorPolicies} {
 		for _, p := range ps {
@@ -196,43 +200,40 @@ func (s *Server) applyPolicies(d *Definitions, u *importUndo) error {
 	return nil
 }
 
-func (s *Server) importParameter(p Parameter, u *importUndo) {
+func (s *Server) importParameter(p Parameter, u *importUndo) error {
 	k := paramKey{p.Component, p.Vhost, p.Name}
 	s.admin.pmu.RLock()
 	before, existed := s.admin.params[k]
 	s.admin.pmu.RUnlock()
-	s.putParameterLocked(p)
+	if err := s.putParameter(p); err != nil {
+		return err
+	}
 	u.add(func() error {
-		s.admin.pmu.Lock()
-		defer s.admin.pmu.Unlock()
 		if existed {
-			s.admin.params[k] = before
-		} else {
-			delete(s.admin.params, k)
+			return s.putParameter(Parameter{Component: k.component, Vhost: k.vhost, Name: k.name, Value: before})
 		}
-		return nil
+		return s.clearParameter(k)
 	})
+	return nil
 }
 
-func (s *Server) importGlobal(p Parameter, u *importUndo) {
+func (s *Server) importGlobal(p Parameter, u *importUndo) error {
 	s.admin.pmu.RLock()
 	before, existed := s.admin.globals[p.Name]
-	cluster := s.admin.clusterName
+	if p.Name == "cluster_name" {
+		before, existed = s.admin.clusterName, s.admin.clusterName != ""
+	}
 	s.admin.pmu.RUnlock()
-	s.putGlobalLocked(p.Name, p.Value)
+	if err := s.putGlobal(p.Name, p.Value); err != nil {
+		return err
+	}
 	u.add(func() error {
-		s.admin.pmu.Lock()
-		defer s.admin.pmu.Unlock()
-		switch {
-		case p.Name == "cluster_name":
-			s.admin.clusterName = cluster
-		case existed:
-			s.admin.globals[p.Name] = before
-		default:
-			delete(s.admin.globals, p.Name)
+		if existed {
+			return s.putGlobal(p.Name, before)
 		}
-		return nil
+		return s.clearGlobal(p.Name)
 	})
+	return nil
 }
 
 func (s *Server) importPolicy(p Policy, operator bool, u *importUndo) error {

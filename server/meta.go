@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -28,7 +29,12 @@ var (
 	bucketPolicies    = []byte("policies")
 	// bucketTopicPermissions holds TopicPermission values by user, vhost, exchange.
 	bucketTopicPermissions = []byte("topic_permissions")
-	allBuckets             = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketQueues, bucketBindings, bucketPolicies, bucketTopicPermissions}
+	// bucketParameters holds runtime parameters by vhost, component, name.
+	bucketParameters = []byte("parameters")
+	// bucketGlobals holds global parameters, cluster_name among them, by name.
+	bucketGlobals = []byte("global_parameters")
+	allBuckets    = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketQueues, bucketBindings,
+		bucketPolicies, bucketTopicPermissions, bucketParameters, bucketGlobals}
 )
 
 // metaStore keeps durable definitions — vhosts, users, permissions, durable
@@ -38,8 +44,32 @@ type metaStore struct {
 	db *bolt.DB
 }
 
+// metaVhost is a vhost with its metadata; a vhost without metadata is
+// stored as {"name": ...} alone, as before metadata was kept.
 type metaVhost struct {
-	Name string `json:"name"`
+	Name             string   `json:"name"`
+	Description      string   `json:"description,omitempty"`
+	Tags             []string `json:"tags,omitempty"`
+	DefaultQueueType string   `json:"default_queue_type,omitempty"`
+	Tracing          bool     `json:"tracing,omitempty"`
+}
+
+func newMetaVhost(name string, m VhostMeta) metaVhost {
+	return metaVhost{Name: name, Description: m.Description, Tags: m.Tags, DefaultQueueType: m.DefaultQueueType, Tracing: m.Tracing}
+}
+
+func (v metaVhost) vhostMeta() VhostMeta {
+	return VhostMeta{Description: v.Description, Tags: v.Tags, DefaultQueueType: v.DefaultQueueType, Tracing: v.Tracing}
+}
+
+// metaParameter is a runtime parameter (key vhost, component, name) or,
+// with Component and Vhost empty, a global one (key name). Value is its
+// JSON, decoded with numbers kept exact.
+type metaParameter struct {
+	Vhost     string          `json:"vhost,omitempty"`
+	Component string          `json:"component,omitempty"`
+	Name      string          `json:"name"`
+	Value     json.RawMessage `json:"value"`
 }
 
 type metaUser struct {

@@ -23,6 +23,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	err = loadEach(s, bucketVhosts, func(v metaVhost) error {
 		vh := newVhost(v.Name, s.meta, s.log.With("vhost", v.Name))
 		vh.maxQueues = s.cfg.MaxQueuesPerVhost
+		vh.adm.meta = v.vhostMeta()
 		if err := s.openVhostStorage(vh); err != nil {
 			return fmt.Errorf("vhost %q: %w", v.Name, err)
 		}
@@ -73,6 +74,9 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 		return fail(err)
 	}
 	if err := s.loadPolicies(); err != nil {
+		return fail(err)
+	}
+	if err := s.loadParameters(); err != nil {
 		return fail(err)
 	}
 	return users == 0, nil

@@ -180,7 +180,7 @@ func (s *Server) applyConfigDefinitions(firstBoot bool) error {
 // cannot be created (its files do not open) is logged and left out, like a
 // stored definition that cannot be loaded: the broker serves the others.
 func (s *Server) addConfiguredVhost(name string) bool {
-	if _, err := s.addVhost(name); err != nil {
+	if _, err := s.addVhost(name, VhostMeta{}); err != nil {
 		s.log.Error("vhost skipped: it cannot be created", "vhost", name, "err", err)
 		return false
 	}
@@ -439,19 +439,22 @@ func (s *Server) tickClock() {
 }
 
 // AddVhost creates a vhost if it does not exist (durably) and returns it.
-func (s *Server) AddVhost(name string) (*Vhost, error) { return s.addVhost(name) }
+func (s *Server) AddVhost(name string) (*Vhost, error) { return s.addVhost(name, VhostMeta{}) }
 
 // addVhost creates a vhost: its files first, then its record in meta.db, so
 // a vhost whose files cannot be made is never saved (a saved vhost the next
 // start cannot open would be skipped, and its name stuck). When the record
 // cannot be written, the files just made are removed again.
-func (s *Server) addVhost(name string) (*Vhost, error) {
+// addVhost creates a vhost with metadata m, or returns the existing one
+// unchanged.
+func (s *Server) addVhost(name string, m VhostMeta) (*Vhost, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if vh := s.vhosts[name]; vh != nil {
 		return vh, nil
 	}
 	vh := newVhost(name, s.meta, s.log.With("vhost", name))
+	vh.adm.meta = m
 	vh.maxQueues = s.cfg.MaxQueuesPerVhost
 	var existed bool
 	if s.cfg.DataDir != "" {
@@ -462,7 +465,7 @@ func (s *Server) addVhost(name string) (*Vhost, error) {
 		return nil, errors.Join(err, s.undoVhostFiles(vh, existed))
 	}
 	if s.meta != nil {
-		if err := s.meta.put(bucketVhosts, []byte(name), metaVhost{Name: name}); err != nil {
+		if err := s.meta.put(bucketVhosts, []byte(name), newMetaVhost(name, m)); err != nil {
 			err = fmt.Errorf("server: storing vhost %q: %w", name, err)
 			s.closeVhostStorage(vh)
 			return nil, errors.Join(err, s.undoVhostFiles(vh, existed))

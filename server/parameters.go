@@ -1,0 +1,205 @@
+package server
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// Runtime and global parameters. Warren keeps them so definitions
+// round-trip and a restart finds them again; it runs none of the components
+// (federation, shovel, ...) that read them. Each change is written to
+// meta.db, then to memory.
+
+// ClusterName returns the cluster name set with SetClusterName or, while
+// none is, the default set with SetDefaultClusterName.
+func (s *Server) ClusterName() string {
+	s.admin.pmu.RLock()
+	defer s.admin.pmu.RUnlock()
+	return cmp.Or(s.admin.clusterName, s.admin.defaultClusterName)
+}
+
+// SetClusterName sets the cluster name reported by the management API and
+// announced in connection.start; it survives a restart.
+func (s *Server) SetClusterName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: cluster name is empty", ErrInvalid)
+	}
+	return s.putGlobal("cluster_name", name)
+}
+
+// SetDefaultClusterName sets the name ClusterName reports while no cluster
+// name is set (the management API sets the node's name); it is not stored,
+// so a node renamed before a name is set reports its new name.
+func (s *Server) SetDefaultClusterName(name string) {
+	s.admin.pmu.Lock()
+	s.admin.defaultClusterName = name
+	s.admin.pmu.Unlock()
+}
+
+// Parameter is a runtime parameter of a component (federation-upstream,
+// shovel, ...). Warren keeps them so definitions round-trip; it runs none of
+// those components.
+type Parameter struct {
+	Component, Vhost, Name string
+	Value                  any
+}
+
+type paramKey struct{ component, vhost, name string }
+
+func (k paramKey) metaKey() []byte { return metaKey(k.vhost, k.component, k.name) }
+
+// Parameters returns the stored runtime parameters sorted by component,
+// vhost and name.
+func (s *Server) Parameters() []Parameter {
+	s.admin.pmu.RLock()
+	out := make([]Parameter, 0, len(s.admin.params))
+	for k, v := range s.admin.params {
+		out = append(out, Parameter{Component: k.component, Vhost: k.vhost, Name: k.name, Value: v})
+	}
+	s.admin.pmu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		return a.Component+"\x00"+a.Vhost+"\x00"+a.Name < b.Component+"\x00"+b.Vhost+"\x00"+b.Name
+	})
+	return out
+}
+
+// putParameter sets a runtime parameter.
+func (s *Server) putParameter(p Parameter) error {
+	k := paramKey{p.Component, p.Vhost, p.Name}
+	if s.meta != nil {
+		raw, err := json.Marshal(p.Value)
+		if err != nil {
+			return fmt.Errorf("%w: parameter %q of %q: %v", ErrInvalid, p.Name, p.Component, err)
+		}
+		rec := metaParameter{Vhost: p.Vhost, Component: p.Component, Name: p.Name, Value: raw}
+		if err := s.meta.put(bucketParameters, k.metaKey(), rec); err != nil {
+			return fmt.Errorf("server: storing parameter %q of %q: %w", p.Name, p.Component, err)
+		}
+	}
+	s.admin.pmu.Lock()
+	defer s.admin.pmu.Unlock()
+	if s.admin.params == nil {
+		s.admin.params = make(map[paramKey]any)
+	}
+	s.admin.params[k] = p.Value
+	return nil
+}
+
+// clearParameter removes a runtime parameter.
+func (s *Server) clearParameter(k paramKey) error {
+	if s.meta != nil {
+		if err := s.meta.delete(bucketParameters, k.metaKey()); err != nil {
+			return fmt.Errorf("server: removing parameter %q of %q: %w", k.name, k.component, err)
+		}
+	}
+	s.admin.pmu.Lock()
+	defer s.admin.pmu.Unlock()
+	delete(s.admin.params, k)
+	return nil
+}
+
+// GlobalParameters returns the stored global parameters sorted by name,
+// including cluster_name (the set or the default cluster name) when there
+// is one.
+func (s *Server) GlobalParameters() []Parameter {
+	s.admin.pmu.RLock()
+	out := make([]Parameter, 0, len(s.admin.globals)+1)
+	for k, v := range s.admin.globals {
+		out = append(out, Parameter{Name: k, Value: v})
+	}
+	if name := cmp.Or(s.admin.clusterName, s.admin.defaultClusterName); name != "" {
+		out = append(out, Parameter{Name: "cluster_name", Value: name})
+	}
+	s.admin.pmu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// putGlobal sets a global parameter; cluster_name, when a non-empty string,
+// sets the cluster name and is otherwise ignored, as before.
+func (s *Server) putGlobal(name string, v any) error {
+	cluster, isCluster := v.(string)
+	if name == "cluster_name" && (!isCluster || cluster == "") {
+		return nil
+	}
+	if s.meta != nil {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("%w: global parameter %q: %v", ErrInvalid, name, err)
+		}
+		if err := s.meta.put(bucketGlobals, []byte(name), metaParameter{Name: name, Value: raw}); err != nil {
+			return fmt.Errorf("server: storing global parameter %q: %w", name, err)
+		}
+	}
+	s.installGlobal(name, v)
+	return nil
+}
+
+func (s *Server) installGlobal(name string, v any) {
+	s.admin.pmu.Lock()
+	defer s.admin.pmu.Unlock()
+	if name == "cluster_name" {
+		s.admin.clusterName, _ = v.(string)
+		return
+	}
+	if s.admin.globals == nil {
+		s.admin.globals = make(map[string]any)
+	}
+	s.admin.globals[name] = v
+}
+
+// clearGlobal removes a global parameter (cluster_name: the set cluster name).
+func (s *Server) clearGlobal(name string) error {
+	if s.meta != nil {
+		if err := s.meta.delete(bucketGlobals, []byte(name)); err != nil {
+			return fmt.Errorf("server: removing global parameter %q: %w", name, err)
+		}
+	}
+	s.admin.pmu.Lock()
+	defer s.admin.pmu.Unlock()
+	if name == "cluster_name" {
+		s.admin.clusterName = ""
+	}
+	delete(s.admin.globals, name)
+	return nil
+}
+
+// loadParameters restores the runtime and global parameters of meta.db.
+func (s *Server) loadParameters() error {
+	err := metaEach(s.meta, bucketParameters, func(p metaParameter) error {
+		v, err := decodeParamValue(p.Value)
+		if err != nil {
+			return fmt.Errorf("parameter %q of %q: %w", p.Name, p.Component, err)
+		}
+		if s.admin.params == nil {
+			s.admin.params = make(map[paramKey]any)
+		}
+		s.admin.params[paramKey{p.Component, p.Vhost, p.Name}] = v
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return metaEach(s.meta, bucketGlobals, func(p metaParameter) error {
+		v, err := decodeParamValue(p.Value)
+		if err != nil {
+			return fmt.Errorf("global parameter %q: %w", p.Name, err)
+		}
+		s.installGlobal(p.Name, v)
+		return nil
+	})
+}
+
+// decodeParamValue decodes a stored value as the management API decodes a
+// request body: numbers stay json.Number.
+func decodeParamValue(raw json.RawMessage) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
+}
