@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"net"
@@ -575,20 +574,11 @@ func (s *Server) PutVhost(name string, meta VhostMeta) (created bool, err error)
 
 func (s *Server) putVhostLocked(name string, meta VhostMeta) (bool, error) {
 	meta.Tags = slices.Clone(meta.Tags)
-	vh := s.Vhost(name)
-	if vh == nil {
+	if s.Vhost(name) == nil {
 		_, err := s.addVhost(name, meta)
 		return err == nil, err
 	}
-	if s.meta != nil {
-		if err := s.meta.put(bucketVhosts, []byte(name), newMetaVhost(name, meta)); err != nil {
-			return false, fmt.Errorf("server: storing vhost %q: %w", name, err)
-		}
-	}
-	vh.adm.mu.Lock()
-	vh.adm.meta = meta
-	vh.adm.mu.Unlock()
-	return false, nil
+	return false, s.apply(DeclareVhost{Name: name, Meta: meta})
 }
 
 // DeleteVhost deletes a vhost: its connections are closed with 320
@@ -601,6 +591,18 @@ func (s *Server) DeleteVhost(name string) error {
 }
 
 func (s *Server) deleteVhostLocked(name string) error {
+	if s.Vhost(name) == nil {
+		return fmt.Errorf("%w: %q", ErrNoSuchVhost, name)
+	}
+	// The vhost's definitions leave meta.db in one transaction, before
+	// memory: a crash leaves the vhost whole or gone.
+	return s.apply(DeleteVhost{Name: name})
+}
+
+// dropVhost removes a deleted vhost from memory (Server.apply): its
+// connections are closed, its queues and exchanges dropped, the
+// permissions and parameters on it forgotten and its files removed.
+func (s *Server) dropVhost(name string) error {
 	s.mu.Lock()
 	vh := s.vhosts[name]
 	if vh == nil {
@@ -617,16 +619,6 @@ func (s *Server) deleteVhostLocked(name string) error {
 	s.mu.Unlock()
 	for _, c := range conns {
 		c.forceClose(amqp.ConnectionForced, fmt.Sprintf("vhost '%s' is deleted", name))
-	}
-	// The vhost's definitions leave meta.db in one transaction, before memory:
-	// a crash leaves the vhost whole or gone.
-	if s.meta != nil {
-		if err := s.meta.commit(vhostDeletes(name)); err != nil {
-			s.mu.Lock()
-			s.vhosts[name] = vh
-			s.mu.Unlock()
-			return fmt.Errorf("server: removing vhost %q from the metadata store: %w", name, err)
-		}
 	}
 	vh.dropTopology()
 	s.users.dropVhost(name)
@@ -646,33 +638,11 @@ func (s *Server) deleteVhostLocked(name string) error {
 	return nil
 }
 
-// vhostDeletes is the removal of a vhost and every definition in it from
-// meta.db: exchanges, queues, bindings, policies, runtime parameters, and every user's
-// permission and topic permissions on it.
-func vhostDeletes(name string) *metaBatch {
-	var b metaBatch
-	b.delete(bucketVhosts, []byte(name))
-	prefix := append([]byte(name), 0)
-	for _, bucket := range [][]byte{bucketExchanges, bucketQueues, bucketBindings, bucketPolicies, bucketParameters} {
-		b.deletePrefix(bucket, prefix)
-	}
-	// Permission keys are user NUL vhost; topic permission keys user NUL vhost NUL exchange.
-	b.deleteMatching(bucketPermissions, nil, func(k []byte) bool {
-		_, v, ok := bytes.Cut(k, []byte{0})
-		return ok && string(v) == name
-	})
-	b.deleteMatching(bucketTopicPermissions, nil, func(k []byte) bool {
-		_, v, ok := bytes.Cut(k, []byte{0})
-		return ok && bytes.HasPrefix(v, prefix)
-	})
-	return &b
-}
-
 // dropTopology removes every queue and every exchange but the built-in ones
 // from a deleted vhost's memory; their definitions are already gone from
-// meta.db (vhostDeletes).
+// meta.db (DeleteVhost.writes).
 func (vh *Vhost) dropTopology() {
-	var done metaBatch // already committed by vhostDeletes
+	var done metaBatch // already committed by DeleteVhost.writes
 	for _, q := range vh.Queues() {
 		vh.mu.Lock()
 		cs, _ := vh.removeQueueLocked(q, &done)

@@ -123,8 +123,9 @@ type UserInfo struct {
 
 // users is the user database. Its lock is a leaf: nothing else is locked under it.
 type users struct {
-	// meta persists users and permissions; nil without a data directory.
-	meta     *metaStore
+	// apply is Server.apply: every change goes through it as a Command,
+	// which stores it and then calls the install and drop methods below.
+	apply    func(Command) error
 	mu       sync.RWMutex
 	accounts map[string]*account
 	// generation changes whenever a user or permission changes, so channels
@@ -138,59 +139,64 @@ func (u *users) put(name, hash string, tags []string, loopbackOnly bool) error {
 	if !validPasswordHash(hash) {
 		return fmt.Errorf("user %q: %w", name, ErrBadPasswordHash)
 	}
-	if u.meta != nil {
-		if err := u.meta.put(bucketUsers, []byte(name), metaUser{Name: name, PasswordHash: hash, Tags: tags, LoopbackOnly: loopbackOnly}); err != nil {
-			return fmt.Errorf("storing user %q: %w", name, err)
-		}
-	}
+	return u.apply(PutUser{Name: name, PasswordHash: hash, Tags: slices.Clone(tags), LoopbackOnly: loopbackOnly})
+}
+
+// installUser creates or updates a user in memory (Server.apply).
+func (u *users) installUser(c PutUser) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	a := u.accounts[name]
+	a := u.accounts[c.Name]
 	if a == nil {
-		a = &account{name: name, perms: make(map[string]*compiledPermission)}
-		u.accounts[name] = a
+		a = &account{name: c.Name, perms: make(map[string]*compiledPermission)}
+		u.accounts[c.Name] = a
 	}
-	a.passwordHash = hash
-	a.tags = slices.Clone(tags)
-	a.loopbackOnly = loopbackOnly
+	a.passwordHash = c.PasswordHash
+	a.tags = slices.Clone(c.Tags)
+	a.loopbackOnly = c.LoopbackOnly
 	u.generation.Add(1)
-	return nil
 }
 
 func (u *users) setPermission(user, vhost string, p Permission) error {
-	cp, err := compilePermission(p)
-	if err != nil {
+	if _, err := compilePermission(p); err != nil {
 		return fmt.Errorf("permission of %q on vhost %q: %w", user, vhost, err)
+	}
+	if u.get(user) == nil {
+		return fmt.Errorf("%w: %q", ErrNoSuchUser, user)
+	}
+	return u.apply(SetPermission{User: user, Vhost: vhost, Permission: p})
+}
+
+// installPermission sets a permission in memory (Server.apply); the caller
+// validated it.
+func (u *users) installPermission(c SetPermission) error {
+	cp, err := compilePermission(c.Permission)
+	if err != nil {
+		return fmt.Errorf("permission of %q on vhost %q: %w", c.User, c.Vhost, err)
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	a := u.accounts[user]
+	a := u.accounts[c.User]
 	if a == nil {
-		return fmt.Errorf("%w: %q", ErrNoSuchUser, user)
+		return fmt.Errorf("%w: %q", ErrNoSuchUser, c.User)
 	}
-	if u.meta != nil {
-		if err := u.meta.put(bucketPermissions, metaKey(user, vhost), metaPermission{User: user, Vhost: vhost, Permission: p}); err != nil {
-			return fmt.Errorf("storing permission of %q on %q: %w", user, vhost, err)
-		}
-	}
-	a.perms[vhost] = cp
+	a.perms[c.Vhost] = cp
 	u.generation.Add(1)
 	return nil
 }
 
 func (u *users) clearPermission(user, vhost string) error {
-	if u.meta != nil {
-		if err := u.meta.delete(bucketPermissions, metaKey(user, vhost)); err != nil {
-			return fmt.Errorf("removing permission of %q on %q: %w", user, vhost, err)
-		}
-	}
+	return u.apply(ClearPermission{User: user, Vhost: vhost})
+}
+
+// dropPermission removes a permission from memory (Server.apply).
+func (u *users) dropPermission(c ClearPermission) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if a := u.accounts[user]; a != nil {
-		delete(a.perms, vhost)
+	if a := u.accounts[c.User]; a != nil {
+		delete(a.perms, c.Vhost)
 	}
 	u.generation.Add(1)
-	return nil
 }
 
 // authenticate returns the account for name if password matches.
@@ -226,27 +232,23 @@ func (u *users) list() []UserInfo {
 }
 
 func (u *users) remove(name string) (bool, error) {
-	if u.meta != nil {
-		// One transaction: a crash must not leave permissions that a later
-		// user of the same name would inherit.
-		var b metaBatch
-		b.delete(bucketUsers, []byte(name))
-		b.deletePrefix(bucketPermissions, append([]byte(name), 0))
-		b.deletePrefix(bucketTopicPermissions, append([]byte(name), 0))
-		if err := u.meta.commit(&b); err != nil {
-			return false, fmt.Errorf("removing user %q with its permissions: %w", name, err)
-		}
+	found := u.get(name) != nil
+	if err := u.apply(DeleteUser{Name: name}); err != nil {
+		return false, fmt.Errorf("removing user %q with its permissions: %w", name, err)
 	}
+	return found, nil
+}
+
+// dropUser removes a user with its permissions from memory (Server.apply).
+func (u *users) dropUser(name string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	_, ok := u.accounts[name]
 	delete(u.accounts, name)
 	u.generation.Add(1)
-	return ok, nil
 }
 
 // dropVhost forgets every permission and topic permission on a deleted
-// vhost; meta.db no longer has them (vhostDeletes).
+// vhost; meta.db no longer has them (DeleteVhost.writes).
 func (u *users) dropVhost(vhost string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -38,8 +38,9 @@ var (
 )
 
 // metaStore keeps durable definitions — vhosts, users, permissions, durable
-// exchanges and queues, bindings between durable objects, policies — in bbolt.
-// Every change is its own fsynced transaction; definitions change rarely.
+// exchanges and queues, bindings between durable objects, policies,
+// parameters — in bbolt. Every change (a Command) is one fsynced
+// transaction; definitions change rarely.
 type metaStore struct {
 	db *bolt.DB
 }
@@ -258,24 +259,13 @@ func applyMetaOp(bk *bolt.Bucket, op metaOp) error {
 	return nil
 }
 
+// put writes one record in its own transaction; definition changes go
+// through Server.apply or metaStore.commitCommands instead.
 func (m *metaStore) put(bucket []byte, key []byte, v any) error {
 	var b metaBatch
 	if err := b.put(bucket, key, v); err != nil {
 		return err
 	}
-	return m.commit(&b)
-}
-
-func (m *metaStore) delete(bucket []byte, keys ...[]byte) error {
-	var b metaBatch
-	b.delete(bucket, keys...)
-	return m.commit(&b)
-}
-
-// deletePrefix removes every key of bucket starting with prefix.
-func (m *metaStore) deletePrefix(bucket, prefix []byte) error {
-	var b metaBatch
-	b.deletePrefix(bucket, prefix)
 	return m.commit(&b)
 }
 
@@ -309,16 +299,6 @@ func bytesTable(b []byte) (amqp.Table, error) {
 		return nil, nil
 	}
 	return amqp.DecodeTable(b)
-}
-
-// bindingMetaKey identifies a binding in meta.db; canon is canonicalArgs of
-// its arguments.
-func bindingMetaKey(vhost, source string, dest destination, key, canon string) []byte {
-	kind := "queue"
-	if _, ok := dest.(*Exchange); ok {
-		kind = "exchange"
-	}
-	return metaKey(vhost, source, kind, dest.destName(), key, canon)
 }
 
 // isDurable reports whether a binding endpoint survives restart.

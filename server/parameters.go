@@ -10,8 +10,8 @@ import (
 
 // Runtime and global parameters. Warren keeps them so definitions
 // round-trip and a restart finds them again; it runs none of the components
-// (federation, shovel, ...) that read them. Each change is written to
-// meta.db, then to memory.
+// (federation, shovel, ...) that read them. Each change is a Command
+// (Server.apply).
 
 // ClusterName returns the cluster name set with SetClusterName or, while
 // none is, the default set with SetDefaultClusterName.
@@ -68,38 +68,26 @@ func (s *Server) Parameters() []Parameter {
 }
 
 // putParameter sets a runtime parameter.
-func (s *Server) putParameter(p Parameter) error {
-	k := paramKey{p.Component, p.Vhost, p.Name}
-	if s.meta != nil {
-		raw, err := json.Marshal(p.Value)
-		if err != nil {
-			return fmt.Errorf("%w: parameter %q of %q: %v", ErrInvalid, p.Name, p.Component, err)
-		}
-		rec := metaParameter{Vhost: p.Vhost, Component: p.Component, Name: p.Name, Value: raw}
-		if err := s.meta.put(bucketParameters, k.metaKey(), rec); err != nil {
-			return fmt.Errorf("server: storing parameter %q of %q: %w", p.Name, p.Component, err)
-		}
-	}
+func (s *Server) putParameter(p Parameter) error { return s.apply(SetParameter{Parameter: p}) }
+
+// clearParameter removes a runtime parameter.
+func (s *Server) clearParameter(k paramKey) error {
+	return s.apply(ClearParameter{Component: k.component, Vhost: k.vhost, Name: k.name})
+}
+
+func (s *Server) installParameter(p Parameter) {
 	s.admin.pmu.Lock()
 	defer s.admin.pmu.Unlock()
 	if s.admin.params == nil {
 		s.admin.params = make(map[paramKey]any)
 	}
-	s.admin.params[k] = p.Value
-	return nil
+	s.admin.params[paramKey{p.Component, p.Vhost, p.Name}] = p.Value
 }
 
-// clearParameter removes a runtime parameter.
-func (s *Server) clearParameter(k paramKey) error {
-	if s.meta != nil {
-		if err := s.meta.delete(bucketParameters, k.metaKey()); err != nil {
-			return fmt.Errorf("server: removing parameter %q of %q: %w", k.name, k.component, err)
-		}
-	}
+func (s *Server) dropParameter(k paramKey) {
 	s.admin.pmu.Lock()
 	defer s.admin.pmu.Unlock()
 	delete(s.admin.params, k)
-	return nil
 }
 
 // GlobalParameters returns the stored global parameters sorted by name,
@@ -122,21 +110,10 @@ func (s *Server) GlobalParameters() []Parameter {
 // putGlobal sets a global parameter; cluster_name, when a non-empty string,
 // sets the cluster name and is otherwise ignored, as before.
 func (s *Server) putGlobal(name string, v any) error {
-	cluster, isCluster := v.(string)
-	if name == "cluster_name" && (!isCluster || cluster == "") {
+	if cluster, ok := v.(string); name == "cluster_name" && (!ok || cluster == "") {
 		return nil
 	}
-	if s.meta != nil {
-		raw, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("%w: global parameter %q: %v", ErrInvalid, name, err)
-		}
-		if err := s.meta.put(bucketGlobals, []byte(name), metaParameter{Name: name, Value: raw}); err != nil {
-			return fmt.Errorf("server: storing global parameter %q: %w", name, err)
-		}
-	}
-	s.installGlobal(name, v)
-	return nil
+	return s.apply(SetGlobalParameter{Name: name, Value: v})
 }
 
 func (s *Server) installGlobal(name string, v any) {
@@ -153,19 +130,15 @@ func (s *Server) installGlobal(name string, v any) {
 }
 
 // clearGlobal removes a global parameter (cluster_name: the set cluster name).
-func (s *Server) clearGlobal(name string) error {
-	if s.meta != nil {
-		if err := s.meta.delete(bucketGlobals, []byte(name)); err != nil {
-			return fmt.Errorf("server: removing global parameter %q: %w", name, err)
-		}
-	}
+func (s *Server) clearGlobal(name string) error { return s.apply(ClearGlobalParameter{Name: name}) }
+
+func (s *Server) dropGlobal(name string) {
 	s.admin.pmu.Lock()
 	defer s.admin.pmu.Unlock()
 	if name == "cluster_name" {
 		s.admin.clusterName = ""
 	}
 	delete(s.admin.globals, name)
-	return nil
 }
 
 // loadParameters restores the runtime and global parameters of meta.db.
@@ -175,10 +148,7 @@ func (s *Server) loadParameters() error {
 		if err != nil {
 			return fmt.Errorf("parameter %q of %q: %w", p.Name, p.Component, err)
 		}
-		if s.admin.params == nil {
-			s.admin.params = make(map[paramKey]any)
-		}
-		s.admin.params[paramKey{p.Component, p.Vhost, p.Name}] = v
+		s.installParameter(Parameter{Component: p.Component, Vhost: p.Vhost, Name: p.Name, Value: v})
 		return nil
 	})
 	if err != nil {

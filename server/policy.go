@@ -501,13 +501,26 @@ func (s *Server) PutPolicy(p Policy, operator bool) (created bool, err error) {
 	if vh == nil {
 		return false, fmt.Errorf("%w: %q", ErrNoSuchVhost, p.Vhost)
 	}
-	cp := &compiledPolicy{Policy: clonePolicy(p), re: regexp.MustCompile(p.Pattern)}
-	err = vh.changePolicies(func() error { return vh.storePolicy(p, operator) }, func(a *vhostAdmin) {
-		t := a.table(operator)
-		created = t[p.Name] == nil
-		t[p.Name] = cp
-	})
-	return created, err
+	vh.adm.mu.RLock()
+	created = vh.adm.table(operator)[p.Name] == nil
+	vh.adm.mu.RUnlock()
+	return created, s.apply(SetPolicy{Policy: clonePolicy(p), Operator: operator})
+}
+
+// installPolicy sets a policy in memory and applies the vhost's new policy
+// set (Server.apply).
+func (s *Server) installPolicy(c SetPolicy) error {
+	vh := s.Vhost(c.Policy.Vhost)
+	if vh == nil {
+		return fmt.Errorf("%w: %q", ErrNoSuchVhost, c.Policy.Vhost)
+	}
+	re, err := regexp.Compile(c.Policy.Pattern)
+	if err != nil {
+		return fmt.Errorf("%w: policy %q pattern: %v", ErrInvalid, c.Policy.Name, err)
+	}
+	cp := &compiledPolicy{Policy: clonePolicy(c.Policy), re: re}
+	vh.changePolicies(func(a *vhostAdmin) { a.table(c.Operator)[c.Policy.Name] = cp })
+	return nil
 }
 
 // DeletePolicy removes a policy (or operator policy) and re-applies the
@@ -517,36 +530,35 @@ func (s *Server) DeletePolicy(vhost, name string, operator bool) error {
 	if vh == nil {
 		return fmt.Errorf("%w: %q", ErrNoSuchVhost, vhost)
 	}
-	persist := func() error {
-		vh.adm.mu.RLock()
-		_, found := vh.adm.table(operator)[name]
-		vh.adm.mu.RUnlock()
-		if !found {
-			return fmt.Errorf("%w: policy %q in vhost %q", ErrNotFound, name, vhost)
-		}
-		if vh.meta == nil {
-			return nil
-		}
-		if err := vh.meta.delete(bucketPolicies, policyMetaKey(vhost, name, operator)); err != nil {
-			return fmt.Errorf("server: removing policy %q: %w", name, err)
-		}
-		return nil
+	vh.adm.mu.RLock()
+	_, found := vh.adm.table(operator)[name]
+	vh.adm.mu.RUnlock()
+	if !found {
+		return fmt.Errorf("%w: policy %q in vhost %q", ErrNotFound, name, vhost)
 	}
-	return vh.changePolicies(persist, func(a *vhostAdmin) { delete(a.table(operator), name) })
+	return s.apply(ClearPolicy{Vhost: vhost, Name: name, Operator: operator})
 }
 
-// changePolicies makes a policy change: persist records it in meta.db, then
-// change updates the tables under vhostAdmin.mu, and the new set is applied
-// to every queue and exchange whose effective definition changed. applyMu is
-// held throughout, so changes apply in the order they are recorded; the
-// disk write happens outside vhostAdmin.mu, which declares wait on.
-func (vh *Vhost) changePolicies(persist func() error, change func(*vhostAdmin)) error {
+// dropPolicy removes a policy from memory and re-applies the vhost's
+// remaining policies (Server.apply).
+func (s *Server) dropPolicy(c ClearPolicy) error {
+	vh := s.Vhost(c.Vhost)
+	if vh == nil {
+		return fmt.Errorf("%w: %q", ErrNoSuchVhost, c.Vhost)
+	}
+	vh.changePolicies(func(a *vhostAdmin) { delete(a.table(c.Operator), c.Name) })
+	return nil
+}
+
+// changePolicies makes a policy change meta.db already records
+// (Server.apply): change updates the tables under vhostAdmin.mu, and the new
+// set is applied to every queue and exchange whose effective definition
+// changed. applyMu is held throughout, so changes apply in order; the disk
+// write happened outside vhostAdmin.mu, which declares wait on.
+func (vh *Vhost) changePolicies(change func(*vhostAdmin)) {
 	a := &vh.adm
 	a.applyMu.Lock()
 	defer a.applyMu.Unlock()
-	if err := persist(); err != nil {
-		return err
-	}
 	a.mu.Lock()
 	before := a.set
 	change(a)
@@ -554,7 +566,6 @@ func (vh *Vhost) changePolicies(persist func() error, change func(*vhostAdmin)) 
 	after := a.set
 	a.mu.Unlock()
 	vh.reapplyPolicies(before, after)
-	return nil
 }
 
 // reapplyPolicies reconfigures queues whose merged policy definition differs
@@ -632,23 +643,6 @@ func policyMetaKey(vhost, name string, operator bool) []byte {
 		kind = "operator_policy"
 	}
 	return metaKey(vhost, kind, name)
-}
-
-// storePolicy writes a policy to meta.db (a no-op without a data directory).
-func (vh *Vhost) storePolicy(p Policy, operator bool) error {
-	if vh.meta == nil {
-		return nil
-	}
-	def, err := json.Marshal(p.Definition)
-	if err != nil {
-		return fmt.Errorf("server: encoding policy %q: %w", p.Name, err)
-	}
-	mp := metaPolicy{Vhost: p.Vhost, Name: p.Name, Operator: operator, Pattern: p.Pattern,
-		ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: def}
-	if err := vh.meta.put(bucketPolicies, policyMetaKey(p.Vhost, p.Name, operator), mp); err != nil {
-		return fmt.Errorf("server: storing policy %q: %w", p.Name, err)
-	}
-	return nil
 }
 
 // loadPolicies restores the policies in meta.db and applies them to the

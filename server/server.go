@@ -39,6 +39,10 @@ type Server struct {
 
 	meta    *metaStore // nil without a data directory
 	dirLock *dirLock   // the data directory's LOCK, held until Close
+	// applyMu makes Server.apply sequential, as a Raft FSM applies log
+	// entries: the order of changes in memory is their order in meta.db.
+	// It comes after adminState.mu and before every other lock apply takes.
+	applyMu sync.Mutex
 	users   *users
 	alarms  alarms
 	replies replyRegistry
@@ -83,6 +87,7 @@ func New(cfg Config) (*Server, error) {
 		vhostConns: make(map[*Vhost]int), failures: newFailureLog(cfg.LoginFailureLogInterval),
 		fds: newFDBudget(descriptorLimit()),
 	}
+	s.users.apply = s.apply
 	if err := s.loadTLS(); err != nil {
 		return nil, err
 	}
@@ -106,7 +111,6 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.meta = meta
-		s.users.meta = meta
 		if err := migrateLayout(cfg.DataDir, meta, s.log); err != nil {
 			s.closeMeta()
 			return nil, err
@@ -465,7 +469,7 @@ func (s *Server) addVhost(name string, m VhostMeta) (*Vhost, error) {
 		return nil, errors.Join(err, s.undoVhostFiles(vh, existed))
 	}
 	if s.meta != nil {
-		if err := s.meta.put(bucketVhosts, []byte(name), newMetaVhost(name, m)); err != nil {
+		if err := s.meta.commitCommands(DeclareVhost{Name: name, Meta: m}); err != nil {
 			err = fmt.Errorf("server: storing vhost %q: %w", name, err)
 			s.closeVhostStorage(vh)
 			return nil, errors.Join(err, s.undoVhostFiles(vh, existed))

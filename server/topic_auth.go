@@ -77,71 +77,75 @@ func topicRefused(key, exchange, vhost, user string, method uint32) *amqp.Error 
 // setTopicPermission stores and installs a topic permission and reports
 // whether the user had none for that exchange before. Callers serialise
 // administrative changes (adminState.mu), so the user cannot vanish between
-// the check and the install; meta.db is written outside users.mu.
+// the check and the install.
 func (u *users) setTopicPermission(tp TopicPermission) (bool, error) {
-	ct, err := compileTopic(tp)
-	if err != nil {
+	if _, err := compileTopic(tp); err != nil {
 		return false, fmt.Errorf("%w: topic permission of %q on vhost %q: %w", ErrInvalid, tp.User, tp.Vhost, err)
 	}
 	if u.get(tp.User) == nil {
 		return false, fmt.Errorf("%w: %q", ErrNoSuchUser, tp.User)
 	}
-	if u.meta != nil {
-		if err := u.meta.put(bucketTopicPermissions, metaKey(tp.User, tp.Vhost, tp.Exchange), tp); err != nil {
-			return false, fmt.Errorf("storing topic permission of %q on %q: %w", tp.User, tp.Vhost, err)
-		}
+	existed := u.topicPermission(tp.User, tp.Vhost, tp.Exchange) != nil
+	if err := u.apply(SetTopicPermission{TopicPermission: tp}); err != nil {
+		return false, err
+	}
+	return !existed, nil
+}
+
+// installTopic sets a topic permission in memory (Server.apply and the
+// loader); a permission of a user that does not exist is ignored.
+func (u *users) installTopic(tp TopicPermission) error {
+	ct, err := compileTopic(tp)
+	if err != nil {
+		return fmt.Errorf("topic permission of %q on %q: %w", tp.User, tp.Vhost, err)
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	a := u.accounts[tp.User]
-	if a == nil {
-		return false, fmt.Errorf("%w: %q", ErrNoSuchUser, tp.User)
+	if a := u.accounts[tp.User]; a != nil {
+		if a.topics == nil {
+			a.topics = make(map[topicKey]*compiledTopic)
+		}
+		a.topics[topicKey{tp.Vhost, tp.Exchange}] = ct
 	}
-	k := topicKey{tp.Vhost, tp.Exchange}
-	_, exists := a.topics[k]
-	if a.topics == nil {
-		a.topics = make(map[topicKey]*compiledTopic)
-	}
-	a.topics[k] = ct
 	u.generation.Add(1)
-	return !exists, nil
+	return nil
 }
 
 // clearTopicPermissions removes a user's topic permissions on vhost: all of
 // them, or only the one for exchange when it is not "". It returns how many
 // it removed.
 func (u *users) clearTopicPermissions(user, vhost, exchange string) (int, error) {
+	n := 0
 	u.mu.RLock()
-	var keys []topicKey
 	if a := u.accounts[user]; a != nil {
 		for k := range a.topics {
 			if k.vhost == vhost && (exchange == "" || k.exchange == exchange) {
-				keys = append(keys, k)
+				n++
 			}
 		}
 	}
 	u.mu.RUnlock()
-	if len(keys) == 0 {
+	if n == 0 {
 		return 0, nil
 	}
-	if u.meta != nil {
-		metaKeys := make([][]byte, len(keys))
-		for i, k := range keys {
-			metaKeys[i] = metaKey(user, k.vhost, k.exchange)
-		}
-		if err := u.meta.delete(bucketTopicPermissions, metaKeys...); err != nil {
-			return 0, fmt.Errorf("removing topic permissions of %q on %q: %w", user, vhost, err)
-		}
+	if err := u.apply(ClearTopicPermissions{User: user, Vhost: vhost, Exchange: exchange}); err != nil {
+		return 0, fmt.Errorf("removing topic permissions of %q on %q: %w", user, vhost, err)
 	}
+	return n, nil
+}
+
+// dropTopics removes topic permissions from memory (Server.apply).
+func (u *users) dropTopics(c ClearTopicPermissions) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if a := u.accounts[user]; a != nil {
-		for _, k := range keys {
-			delete(a.topics, k)
+	if a := u.accounts[c.User]; a != nil {
+		for k := range a.topics {
+			if k.vhost == c.Vhost && (c.Exchange == "" || k.exchange == c.Exchange) {
+				delete(a.topics, k)
+			}
 		}
 	}
 	u.generation.Add(1)
-	return len(keys), nil
 }
 
 // topicPermission returns the user's compiled topic permission for an
@@ -169,21 +173,7 @@ func (u *users) topicPermissions() []TopicPermission {
 }
 
 // loadTopicPermission installs a topic permission read from meta.db.
-func (u *users) loadTopicPermission(tp TopicPermission) error {
-	ct, err := compileTopic(tp)
-	if err != nil {
-		return fmt.Errorf("topic permission of %q on %q: %w", tp.User, tp.Vhost, err)
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if a := u.accounts[tp.User]; a != nil {
-		if a.topics == nil {
-			a.topics = make(map[topicKey]*compiledTopic)
-		}
-		a.topics[topicKey{tp.Vhost, tp.Exchange}] = ct
-	}
-	return nil
-}
+func (u *users) loadTopicPermission(tp TopicPermission) error { return u.installTopic(tp) }
 
 // authorizeTopic checks the user's topic permission for a binding key on a
 // topic exchange (read) — queue.bind/unbind and exchange.bind/unbind with ex

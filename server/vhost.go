@@ -109,8 +109,8 @@ func (vh *Vhost) declareExchange(m *amqp.ExchangeDeclare) *amqp.Error {
 		}
 		vh.applyExchangePolicyLocked(nex)
 		if nex.durable && vh.meta != nil {
-			err := vh.meta.put(bucketExchanges, metaKey(vh.name, nex.name), metaExchange{
-				Vhost: vh.name, Name: nex.name, Type: nex.kind, AutoDelete: nex.autoDelete, Internal: nex.internal,
+			err := vh.meta.commitCommands(DeclareExchange{
+				Vhost: vh.name, Name: nex.name, Type: nex.kind, Durable: true, AutoDelete: nex.autoDelete, Internal: nex.internal,
 				Arguments: tableBytes(nex.args),
 			})
 			if err != nil {
@@ -177,11 +177,9 @@ func (vh *Vhost) deleteExchange(name string, ifUnused bool) *amqp.Error {
 // result) so the caller commits them in one transaction.
 func (vh *Vhost) removeExchangeLocked(ex *Exchange, b *metaBatch) {
 	delete(vh.exchanges, ex.name)
-	var metaKeys [][]byte
 	ex.mu.Lock()
 	for _, b := range ex.bindings.Bindings() {
 		k := bindingKey{source: ex, key: b.Key, args: canonicalArgs(b.Args)}
-		metaKeys = append(metaKeys, bindingMetaKey(vh.name, ex.name, b.Dest, k.key, k.args))
 		switch d := b.Dest.(type) {
 		case *Queue:
 			delete(d.bindings, k)
@@ -192,7 +190,6 @@ func (vh *Vhost) removeExchangeLocked(ex *Exchange, b *metaBatch) {
 	ex.bindings, _ = newMatcher(ex.kind)
 	ex.mu.Unlock()
 	for k := range ex.incoming {
-		metaKeys = append(metaKeys, bindingMetaKey(vh.name, k.source.name, ex, k.key, k.args))
 		k.source.mu.Lock()
 		k.source.bindings.RemoveDest(ex)
 		k.source.mu.Unlock()
@@ -200,8 +197,10 @@ func (vh *Vhost) removeExchangeLocked(ex *Exchange, b *metaBatch) {
 	}
 	ex.incoming = nil
 	if ex.durable && vh.meta != nil {
-		b.delete(bucketExchanges, metaKey(vh.name, ex.name))
-		b.delete(bucketBindings, metaKeys...)
+		// The command's writes remove the bindings from and to it too.
+		if err := (DeleteExchange{Vhost: vh.name, Name: ex.name}).writes(b); err != nil {
+			vh.log.Error("could not remove an exchange from the metadata store", "exchange", ex.name, "err", err)
+		}
 	}
 }
 
@@ -244,10 +243,7 @@ func (vh *Vhost) bindLocked(source *Exchange, dest destination, key string, args
 	added := source.bindings.Add(b)
 	source.mu.Unlock()
 	if added && vh.meta != nil && source.durable && isDurable(dest) {
-		err := vh.meta.put(bucketBindings, bindingMetaKey(vh.name, source.name, dest, key, k.args), metaBinding{
-			Vhost: vh.name, Source: source.name, Destination: dest.destName(), DestinationType: destType(dest),
-			RoutingKey: key, Arguments: tableBytes(args),
-		})
+		err := vh.meta.commitCommands(vh.bindCommand(source, dest, key, args))
 		if err != nil {
 			source.mu.Lock()
 			source.bindings.Remove(b)
@@ -273,7 +269,9 @@ func (vh *Vhost) unbindLocked(source *Exchange, dest destination, key string, ar
 	removed := source.bindings.Remove(route.Binding[destination]{Dest: dest, Key: key, Args: args})
 	source.mu.Unlock()
 	if removed && vh.meta != nil && source.durable && isDurable(dest) {
-		b.delete(bucketBindings, bindingMetaKey(vh.name, source.name, dest, key, k.args))
+		if err := Unbind(vh.bindCommand(source, dest, key, args)).writes(&b); err != nil {
+			vh.log.Error("could not remove a binding from the metadata store", "err", err)
+		}
 	}
 	switch d := dest.(type) {
 	case *Queue:
@@ -283,6 +281,12 @@ func (vh *Vhost) unbindLocked(source *Exchange, dest destination, key string, ar
 	}
 	vh.maybeAutoDeleteExchangeLocked(source, &b)
 	vh.commitDeletes(&b)
+}
+
+// bindCommand is the Bind command of a binding from source to dest.
+func (vh *Vhost) bindCommand(source *Exchange, dest destination, key string, args amqp.Table) Bind {
+	return Bind{Vhost: vh.name, Source: source.name, Destination: dest.destName(), DestinationType: destType(dest),
+		Durable: source.durable && isDurable(dest), RoutingKey: key, Arguments: tableBytes(args)}
 }
 
 // bindQueue implements queue.bind.
@@ -458,8 +462,8 @@ func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (
 		return nil, amqp.NewError(amqp.InternalError, methodQueueDeclare, "could not create the queue's index: %v", err)
 	}
 	if isDurable(q) && vh.meta != nil {
-		err := vh.meta.put(bucketQueues, metaKey(vh.name, name), metaQueue{
-			Vhost: vh.name, Name: name, AutoDelete: q.autoDelete, Arguments: tableBytes(q.args),
+		err := vh.meta.commitCommands(DeclareQueue{
+			Vhost: vh.name, Name: name, Durable: q.durable, AutoDelete: q.autoDelete, Arguments: tableBytes(q.args),
 		})
 		if err != nil {
 			q.markDeleted()
@@ -516,9 +520,7 @@ func (vh *Vhost) removeQueueLocked(q *Queue, b *metaBatch) ([]*consumer, int) {
 		return nil, 0
 	}
 	delete(vh.queues, q.name)
-	var metaKeys [][]byte
 	for k := range q.bindings {
-		metaKeys = append(metaKeys, bindingMetaKey(vh.name, k.source.name, q, k.key, k.args))
 		k.source.mu.Lock()
 		k.source.bindings.RemoveDest(q)
 		k.source.mu.Unlock()
@@ -529,8 +531,10 @@ func (vh *Vhost) removeQueueLocked(q *Queue, b *metaBatch) ([]*consumer, int) {
 		q.owner.removeExclusive(q)
 	}
 	if isDurable(q) && vh.meta != nil {
-		b.delete(bucketQueues, metaKey(vh.name, q.name))
-		b.delete(bucketBindings, metaKeys...)
+		// The command's writes remove the bindings to it too.
+		if err := (DeleteQueue{Vhost: vh.name, Name: q.name}).writes(b); err != nil {
+			vh.log.Error("could not remove a queue from the metadata store", "queue", q.name, "err", err)
+		}
 	}
 	closeStream(q, true)
 	return q.markDeleted()
