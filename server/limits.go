@@ -111,7 +111,7 @@ func (c *conn) releaseVhostSlot() {
 // queueLimitError enforces MaxQueuesPerVhost before a queue is created, with
 // RabbitMQ's text. The caller holds vh.mu.
 func (vh *Vhost) queueLimitError(name string) *amqp.Error {
-	if vh.maxQueues > 0 && len(vh.queues) >= vh.maxQueues {
+	if vh.maxQueues > 0 && len(vh.queues)+vh.declaring >= vh.maxQueues {
 		return amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
 			"cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, vh.name, vh.maxQueues)
 	}

@@ -194,3 +194,57 @@ func copyDataDir(t *testing.T, dir string) string {
 	must(t, os.CopyFS(to, os.DirFS(dir)))
 	return to
 }
+
+// TestConcurrentDeclareDeleteOfOneName has four connections declare, bind
+// and delete the same durable queue at once (its disk work runs outside
+// Vhost.mu, with the name busy), then checks that memory and meta.db agree
+// after a restart.
+func TestConcurrentDeclareDeleteOfOneName(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir))
+	errs := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			errs <- declareDeleteLoop(ts.url, w)
+		}()
+	}
+	for range 4 {
+		must(t, <-errs)
+	}
+	inMemory := ts.Vhost("/").queue("defs-race")
+	must(t, ts.Close())
+	ts2 := startServer(t, withDataDir(dir))
+	afterRestart := ts2.Vhost("/").queue("defs-race")
+	if (inMemory == nil) != (afterRestart == nil) {
+		t.Fatalf("queue present before the restart: %t, after: %t", inMemory != nil, afterRestart != nil)
+	}
+}
+
+func declareDeleteLoop(url string, w int) error {
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	for i := range 50 {
+		if _, err := ch.QueueDeclare("defs-race", true, false, false, false, nil); err != nil {
+			return fmt.Errorf("worker %d, round %d: declare: %w", w, i, err)
+		}
+		// A bind may find the queue deleted by another worker: 404 closes the channel.
+		if err := ch.QueueBind("defs-race", fmt.Sprint(w), "amq.direct", false, nil); err != nil {
+			if ch, err = conn.Channel(); err != nil {
+				return err
+			}
+		}
+		if (i+w)%2 == 0 {
+			if _, err := ch.QueueDelete("defs-race", false, false, false); err != nil {
+				return fmt.Errorf("worker %d, round %d: delete: %w", w, i, err)
+			}
+		}
+	}
+	return nil
+}

@@ -46,6 +46,15 @@ type Vhost struct {
 	mu        sync.RWMutex
 	exchanges map[string]*Exchange
 	queues    map[string]*Queue
+	// busy holds the queue names whose declare or delete is doing its disk
+	// work (index files, meta.db) outside mu; the channel closes when it is
+	// done. Another declare or delete of the name waits for it.
+	busy map[string]chan struct{}
+	// declaring counts the busy names being declared, for the queue limit.
+	declaring int
+	// gone is set when the vhost is deleted, so a declare finishing its disk
+	// work afterwards undoes it instead of installing the queue.
+	gone bool
 	// maxQueues is Config.MaxQueuesPerVhost, set at creation; 0 is unlimited.
 	maxQueues int
 
@@ -55,7 +64,8 @@ type Vhost struct {
 }
 
 func newVhost(name string, meta *metaStore, log *slog.Logger) *Vhost {
-	vh := &Vhost{name: name, meta: meta, log: log, exchanges: make(map[string]*Exchange), queues: make(map[string]*Queue)}
+	vh := &Vhost{name: name, meta: meta, log: log, exchanges: make(map[string]*Exchange), queues: make(map[string]*Queue),
+		busy: make(map[string]chan struct{})}
 	for _, d := range []struct{ name, kind string }{
 		{"", kindDirect}, {"amq.direct", kindDirect}, {"amq.fanout", kindFanout},
 		{"amq.topic", kindTopic}, {"amq.headers", kindHeaders}, {"amq.match", kindHeaders},
@@ -168,7 +178,7 @@ func (vh *Vhost) deleteExchange(name string, ifUnused bool) *amqp.Error {
 	}
 	var b metaBatch
 	vh.removeExchangeLocked(ex, &b)
-	vh.commitDeletes(&b)
+	vh.commitBatch(&b)
 	return nil
 }
 
@@ -204,14 +214,24 @@ func (vh *Vhost) removeExchangeLocked(ex *Exchange, b *metaBatch) {
 	}
 }
 
-// commitDeletes removes definitions in one transaction; a failure is logged
+// commitBatch removes definitions in one transaction; a failure is logged
 // (the objects are gone from the running broker either way and would be
 // re-created only after a restart, all of them or none).
-func (vh *Vhost) commitDeletes(b *metaBatch) {
+func (vh *Vhost) commitBatch(b *metaBatch) {
 	if vh.meta == nil {
 		return
 	}
 	if err := vh.meta.commit(b); err != nil {
+		vh.log.Error("could not remove definitions from the metadata store", "err", err)
+	}
+}
+
+// commitDeletes is commitBatch of the writes of commands.
+func (vh *Vhost) commitDeletes(cs ...Command) {
+	if vh.meta == nil {
+		return
+	}
+	if err := vh.meta.commitCommands(cs...); err != nil {
 		vh.log.Error("could not remove definitions from the metadata store", "err", err)
 	}
 }
@@ -280,7 +300,7 @@ func (vh *Vhost) unbindLocked(source *Exchange, dest destination, key string, ar
 		delete(d.incoming, k)
 	}
 	vh.maybeAutoDeleteExchangeLocked(source, &b)
-	vh.commitDeletes(&b)
+	vh.commitBatch(&b)
 }
 
 // bindCommand is the Bind command of a binding from source to dest.
@@ -410,42 +430,93 @@ func serverQueueName(m *amqp.QueueDeclare) (string, *amqp.Error) {
 
 // declareQueueNamed is declareQueue with the name already chosen by
 // serverQueueName, so the channel can check permission on a generated name.
+// A queue with files (durable or a stream) is created in three steps so no
+// disk I/O happens under Vhost.mu, which every publisher of the vhost reads:
+// the name is reserved under the lock, the index and the meta.db record are
+// written outside it, and the queue is installed under it.
 func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (*Queue, *amqp.Error) {
 	vh.mu.Lock()
-	defer vh.mu.Unlock()
-	q := vh.queues[name]
+	vh.waitIdleLocked(name)
+	q, isNew, err := vh.prepareQueueLocked(c, m, name)
+	if err != nil || !isNew {
+		vh.mu.Unlock()
+		return q, err
+	}
+	if !isDurable(q) && !q.isStream() {
+		vh.installQueueLocked(q)
+		vh.mu.Unlock()
+		return q, nil
+	}
+	release := vh.reserveLocked(name, true)
+	vh.mu.Unlock()
+	err = vh.createQueueFiles(c, q)
+	vh.mu.Lock()
+	release()
+	if err == nil && vh.gone {
+		err = amqp.NewError(amqp.NotFound, methodQueueDeclare, "no vhost '%s'", vh.name)
+		vh.mu.Unlock()
+		vh.undoQueueFiles(q)
+		return nil, err
+	}
+	if err == nil {
+		vh.installQueueLocked(q)
+	}
+	vh.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// waitIdleLocked waits, releasing vh.mu meanwhile, until no declare or
+// delete of name is doing its disk work.
+func (vh *Vhost) waitIdleLocked(name string) {
+	for wait := vh.busy[name]; wait != nil; wait = vh.busy[name] {
+		vh.mu.Unlock()
+		<-wait
+		vh.mu.Lock()
+	}
+}
+
+// reserveLocked marks name busy and returns the function, to be called with
+// vh.mu held, that marks it idle again.
+func (vh *Vhost) reserveLocked(name string, declaring bool) func() {
+	done := make(chan struct{})
+	vh.busy[name] = done
+	if declaring {
+		vh.declaring++
+	}
+	return func() {
+		delete(vh.busy, name)
+		if declaring {
+			vh.declaring--
+		}
+		close(done)
+	}
+}
+
+// prepareQueueLocked answers a declare of an existing queue (isNew false),
+// or validates a new one and returns it, not yet installed.
+func (vh *Vhost) prepareQueueLocked(c *conn, m *amqp.QueueDeclare, name string) (q *Queue, isNew bool, err *amqp.Error) {
+	q = vh.queues[name]
 	if m.Passive {
 		if q == nil {
-			return nil, amqp.NewError(amqp.NotFound, methodQueueDeclare, "no %s", describeQueue(name, vh.name))
+			return nil, false, amqp.NewError(amqp.NotFound, methodQueueDeclare, "no %s", describeQueue(name, vh.name))
 		}
-		return q, checkExclusive(c, q, methodQueueDeclare)
+		return q, false, checkExclusive(c, q, methodQueueDeclare)
 	}
 	if q != nil {
-		if err := checkExclusive(c, q, methodQueueDeclare); err != nil {
-			return nil, err
-		}
-		q.touch()
-		what := describeQueue(name, vh.name)
-		if err := equivalentBool(methodQueueDeclare, what, "durable", m.Durable, q.durable); err != nil {
-			return nil, err
-		}
-		if err := equivalentBool(methodQueueDeclare, what, "auto_delete", m.AutoDelete, q.autoDelete); err != nil {
-			return nil, err
-		}
-		if err := equivalentBool(methodQueueDeclare, what, "exclusive", m.Exclusive, q.exclusive); err != nil {
-			return nil, err
-		}
-		return q, equivalentArgs(methodQueueDeclare, what, queueEquivalenceArgs(q.args), m.Arguments, q.args)
+		return q, false, redeclareQueue(c, m, q)
 	}
 	if strings.HasPrefix(name, "amq.") && m.Queue != "" {
-		return nil, amqp.NewError(amqp.AccessRefused, methodQueueDeclare, "queue name '%s' contains reserved prefix 'amq.*'", name)
+		return nil, false, amqp.NewError(amqp.AccessRefused, methodQueueDeclare, "queue name '%s' contains reserved prefix 'amq.*'", name)
 	}
 	if err := vh.queueLimitError(name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	qa, aerr := parseQueueArgs(name, vh.name, m.Arguments)
 	if aerr != nil {
-		return nil, aerr
+		return nil, false, aerr
 	}
 	qa = vh.policyQueueArgs(name, m.Arguments, qa)
 	var owner *conn
@@ -454,35 +525,74 @@ func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (
 	}
 	if qa.stream != nil {
 		if err := checkStreamDeclare(vh, name, m, qa.stream); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	q = newQueue(vh, name, m.Durable, m.Exclusive, m.AutoDelete, m.Arguments, qa, owner)
+	return newQueue(vh, name, m.Durable, m.Exclusive, m.AutoDelete, m.Arguments, qa, owner), true, nil
+}
+
+// redeclareQueue checks a declare of an existing queue is equivalent.
+func redeclareQueue(c *conn, m *amqp.QueueDeclare, q *Queue) *amqp.Error {
+	if err := checkExclusive(c, q, methodQueueDeclare); err != nil {
+		return err
+	}
+	q.touch()
+	what := describeQueue(q.name, q.vhost.name)
+	if err := equivalentBool(methodQueueDeclare, what, "durable", m.Durable, q.durable); err != nil {
+		return err
+	}
+	if err := equivalentBool(methodQueueDeclare, what, "auto_delete", m.AutoDelete, q.autoDelete); err != nil {
+		return err
+	}
+	if err := equivalentBool(methodQueueDeclare, what, "exclusive", m.Exclusive, q.exclusive); err != nil {
+		return err
+	}
+	return equivalentArgs(methodQueueDeclare, what, queueEquivalenceArgs(q.args), m.Arguments, q.args)
+}
+
+// createQueueFiles creates a new queue's index (or stream log) and its
+// meta.db record; called without vh.mu.
+func (vh *Vhost) createQueueFiles(c *conn, q *Queue) *amqp.Error {
 	if err := openDurableStorage(c, q); err != nil {
-		return nil, amqp.NewError(amqp.InternalError, methodQueueDeclare, "could not create the queue's index: %v", err)
+		return amqp.NewError(amqp.InternalError, methodQueueDeclare, "could not create the queue's index: %v", err)
 	}
 	if isDurable(q) && vh.meta != nil {
 		err := vh.meta.commitCommands(DeclareQueue{
-			Vhost: vh.name, Name: name, Durable: q.durable, AutoDelete: q.autoDelete, Arguments: tableBytes(q.args),
+			Vhost: vh.name, Name: q.name, Durable: q.durable, AutoDelete: q.autoDelete, Arguments: tableBytes(q.args),
 		})
 		if err != nil {
 			q.markDeleted()
 			closeStream(q, true)
-			return nil, metaFailure(methodQueueDeclare, err)
+			return metaFailure(methodQueueDeclare, err)
 		}
 	}
-	vh.queues[name] = q
-	if owner != nil {
-		owner.addExclusive(q)
+	return nil
+}
+
+// undoQueueFiles removes what createQueueFiles made, for a queue whose vhost
+// was deleted meanwhile.
+func (vh *Vhost) undoQueueFiles(q *Queue) {
+	if isDurable(q) && vh.meta != nil {
+		vh.commitDeletes(DeleteQueue{Vhost: vh.name, Name: q.name})
+	}
+	closeStream(q, true)
+	q.markDeleted()
+}
+
+// installQueueLocked makes a created queue visible.
+func (vh *Vhost) installQueueLocked(q *Queue) {
+	vh.queues[q.name] = q
+	if q.owner != nil {
+		q.owner.addExclusive(q)
 	}
 	// Every queue is bound to the default exchange by its name; that binding is
 	// implicit (routeOne looks queues up by name).
-	return q, nil
 }
 
 // deleteQueue implements queue.delete and returns the ready messages dropped.
 func (vh *Vhost) deleteQueue(c *conn, name string, ifUnused, ifEmpty bool) (int, *amqp.Error) {
 	vh.mu.Lock()
+	vh.waitIdleLocked(name)
 	q := vh.queues[name]
 	if q == nil {
 		vh.mu.Unlock()
@@ -503,29 +613,36 @@ func (vh *Vhost) deleteQueue(c *conn, name string, ifUnused, ifEmpty bool) (int,
 		return 0, amqp.NewError(amqp.PreconditionFailed, methodQueueDelete, "%s not empty", describeQueue(name, vh.name))
 	}
 	var b metaBatch
-	cs, n := vh.removeQueueLocked(q, &b)
-	vh.commitDeletes(&b)
-	vh.mu.Unlock()
+	cs, n := vh.removeQueueAndUnlock(q, &b, true)
 	notifyCancelled(cs)
 	return n, nil
 }
 
-// removeQueueLocked unbinds and stops q, returning its consumers for the caller
-// to notify once vhost.mu is released. It adds the removal of the queue, its
-// bindings and the exchanges that auto-delete with them to b, for the caller
-// to commit in one transaction: a crash between them would leave bindings to
-// a missing queue, which the loader refuses.
-func (vh *Vhost) removeQueueLocked(q *Queue, b *metaBatch) ([]*consumer, int) {
+// removeQueueAndUnlock, called with vh.mu held, unbinds and stops q and releases vh.mu, returning its
+// consumers for the caller to notify. The removal of the queue, its
+// bindings and the exchanges that auto-delete with them is added to b and
+// committed in one transaction when commit is set: a crash between them
+// would leave bindings to a missing queue, which the loader refuses. The
+// name stays busy while the transaction and the removal of the queue's
+// files run outside vh.mu.
+func (vh *Vhost) removeQueueAndUnlock(q *Queue, b *metaBatch, commit bool) ([]*consumer, int) {
 	if vh.queues[q.name] != q {
+		vh.mu.Unlock()
 		return nil, 0
 	}
 	delete(vh.queues, q.name)
+	ops := len(b.ops)
 	for k := range q.bindings {
 		k.source.mu.Lock()
 		k.source.bindings.RemoveDest(q)
 		k.source.mu.Unlock()
 		vh.maybeAutoDeleteExchangeLocked(k.source, b)
 	}
+	// An exchange that auto-deleted may be declared again as soon as vh.mu
+	// is released: its removal must be stored before, so it is committed
+	// under the lock (rare); the queue's name stays busy, so the common
+	// case commits outside it.
+	underLock := commit && len(b.ops) > ops
 	q.bindings = nil
 	if q.owner != nil {
 		q.owner.removeExclusive(q)
@@ -536,17 +653,27 @@ func (vh *Vhost) removeQueueLocked(q *Queue, b *metaBatch) ([]*consumer, int) {
 			vh.log.Error("could not remove a queue from the metadata store", "queue", q.name, "err", err)
 		}
 	}
+	if underLock {
+		vh.commitBatch(b)
+	}
+	release := vh.reserveLocked(q.name, false)
+	vh.mu.Unlock()
+	if commit && !underLock {
+		vh.commitBatch(b)
+	}
 	closeStream(q, true)
-	return q.markDeleted()
+	cs, n := q.markDeleted()
+	vh.mu.Lock()
+	release()
+	vh.mu.Unlock()
+	return cs, n
 }
 
 // removeQueue deletes q if it is still registered (auto-delete, exclusive cleanup).
 func (vh *Vhost) removeQueue(q *Queue) {
 	vh.mu.Lock()
 	var b metaBatch
-	cs, _ := vh.removeQueueLocked(q, &b)
-	vh.commitDeletes(&b)
-	vh.mu.Unlock()
+	cs, _ := vh.removeQueueAndUnlock(q, &b, true)
 	notifyCancelled(cs)
 }
 
