@@ -148,10 +148,7 @@ func setupDeleteDefs(t *testing.T) string {
 	must(t, ts.SetPermissions("guest", "defs-v", all))
 	_, err = ts.PutPolicy(Policy{Vhost: "defs-v", Name: "p", Pattern: "^defs", ApplyTo: "queues", Definition: map[string]any{"max-length": int64(10)}}, false)
 	must(t, err)
-	conn, err := amqp091.Dial("amqp://guest:guest@" + ts.addr + "/defs-v")
-	must(t, err)
-	ch, err := conn.Channel()
-	must(t, err)
+	conn, ch := dialURL(t, "amqp://guest:guest@"+ts.addr+"/defs-v")
 	must(t, ch.ExchangeDeclare("defs-x", "topic", true, false, false, false, nil))
 	must(t, ch.ExchangeDeclare("defs-x2", "fanout", true, false, false, false, nil))
 	must(t, ch.ExchangeDeclare("defs-ad", "fanout", true, true, false, false, nil))
@@ -221,15 +218,11 @@ func TestConcurrentDeclareDeleteOfOneName(t *testing.T) {
 }
 
 func declareDeleteLoop(url string, w int) error {
-	conn, err := amqp091.Dial(url)
+	conn, ch, err := dialCrash(url)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	for i := range 50 {
 		if _, err := ch.QueueDeclare("defs-race", true, false, false, false, nil); err != nil {
 			return fmt.Errorf("worker %d, round %d: declare: %w", w, i, err)
