@@ -573,22 +573,42 @@ func (vh *Vhost) changePolicies(change func(*vhostAdmin)) {
 // alternate-exchange. It holds no lock while a queue reconfigures.
 func (vh *Vhost) reapplyPolicies(before, after *policySet) {
 	for _, q := range vh.Queues() {
-		_, _, old := before.match(false, q.name)
-		_, _, now := after.match(false, q.name)
-		if equalDefinitions(old, now) {
-			continue
-		}
-		if q.isStream() { // set at declare and never replaced for a stream
-			vh.applyStreamPolicy(q, now)
-			continue
-		}
-		q.mu.Lock()
-		current := q.qa
-		q.mu.Unlock()
-		q.reconfigure(effectiveQueueArgs(q.name, vh.name, q.declaredArgs(), now, current))
+		vh.reapplyQueuePolicy(q, before, after)
 	}
 	for _, ex := range vh.Exchanges() {
 		setPolicyAlternate(ex, after)
+	}
+}
+
+// reapplyQueuePolicy reconfigures q if its merged policy definition differs
+// between two policy sets.
+func (vh *Vhost) reapplyQueuePolicy(q *Queue, before, after *policySet) {
+	_, _, old := before.match(false, q.name)
+	_, _, now := after.match(false, q.name)
+	if equalDefinitions(old, now) {
+		return
+	}
+	if q.isStream() { // set at declare and never replaced for a stream
+		vh.applyStreamPolicy(q, now)
+		return
+	}
+	q.mu.Lock()
+	current := q.qa
+	q.mu.Unlock()
+	q.reconfigure(effectiveQueueArgs(q.name, vh.name, q.declaredArgs(), now, current))
+}
+
+// catchUpQueuePolicy applies to a just-installed queue a policy change that
+// landed while its declare did its disk work outside Vhost.mu: that change's
+// reapplyPolicies did not see the queue, which was not installed yet. seen
+// is the policy set read before the declare resolved the queue's arguments.
+// applyMu orders this with later changes, so an older set never wins.
+func (vh *Vhost) catchUpQueuePolicy(q *Queue, seen *policySet) {
+	a := &vh.adm
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	if now := a.policySet(); now != seen {
+		vh.reapplyQueuePolicy(q, seen, now)
 	}
 }
 

@@ -628,6 +628,16 @@ func (q *Queue) checkUnused() {
 	q.vhost.removeQueue(q)
 }
 
+// restartExpiry re-arms the x-expires timer for a full period, if the queue
+// has one.
+func (q *Queue) restartExpiry() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.expiryTimer != nil && !q.deleted {
+		q.expiryTimer.Reset(time.Duration(q.qa.expires) * time.Millisecond)
+	}
+}
+
 // stopTimers stops the queue's TTL and x-expires timers (server shutdown).
 func (q *Queue) stopTimers() {
 	q.mu.Lock()

@@ -428,6 +428,10 @@ func serverQueueName(m *amqp.QueueDeclare) (string, *amqp.Error) {
 	return generateName("amq.gen-"), nil
 }
 
+// testHookDeclareDiskWork, when set by a test, runs where a durable declare
+// has released Vhost.mu to create the queue's files.
+var testHookDeclareDiskWork func(*Queue)
+
 // declareQueueNamed is declareQueue with the name already chosen by
 // serverQueueName, so the channel can check permission on a generated name.
 // A queue with files (durable or a stream) is created in three steps so no
@@ -437,6 +441,7 @@ func serverQueueName(m *amqp.QueueDeclare) (string, *amqp.Error) {
 func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (*Queue, *amqp.Error) {
 	vh.mu.Lock()
 	vh.waitIdleLocked(name)
+	seen := vh.adm.policySet() // before prepare resolves the arguments
 	q, isNew, err := vh.prepareQueueLocked(c, m, name)
 	if err != nil || !isNew {
 		vh.mu.Unlock()
@@ -449,6 +454,9 @@ func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (
 	}
 	release := vh.reserveLocked(name, true)
 	vh.mu.Unlock()
+	if hook := testHookDeclareDiskWork; hook != nil {
+		hook(q)
+	}
 	err = vh.createQueueFiles(c, q)
 	vh.mu.Lock()
 	release()
@@ -460,11 +468,15 @@ func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (
 	}
 	if err == nil {
 		vh.installQueueLocked(q)
+		// An x-expires timer that fired before the queue was installed
+		// found nothing to remove; count the idle time from here.
+		q.restartExpiry()
 	}
 	vh.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
+	vh.catchUpQueuePolicy(q, seen)
 	return q, nil
 }
 
