@@ -10,8 +10,6 @@ import (
 	"hash"
 	"slices"
 	"strings"
-
-	"github.com/warrenmq/warren/server/route"
 )
 
 // Definitions are the contents of a RabbitMQ definitions file as Go values:
@@ -340,7 +338,7 @@ func validateExchangeDef(x ExchangeDefinition, ix defIndex) error {
 	if !ok {
 		return invalidDef(what, fmt.Errorf("unknown exchange type '%s'", x.Type))
 	}
-	if aerr := configureExchangeDedup(ex, x.Vhost); aerr != nil {
+	if aerr := configureExchange(ex, x.Vhost); aerr != nil {
 		return invalidDef(what, fmt.Errorf("%s", aerr.Text))
 	}
 	return nil
@@ -367,10 +365,8 @@ func validateBindingDef(b BindingInfo, ix defIndex) error {
 	if !ok {
 		return invalidDef(what, fmt.Errorf("destination does not exist"))
 	}
-	if kind == kindHeaders {
-		if err := route.ValidateHeadersArgs(b.Arguments); err != nil {
-			return invalidDef(what, err)
-		}
+	if err := validateBindingArgs(kind, b.RoutingKey, b.Arguments); err != nil {
+		return invalidDef(what, err)
 	}
 	return nil
 }

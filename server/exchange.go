@@ -12,10 +12,14 @@ import (
 
 // Exchange kinds.
 const (
-	kindDirect  = "direct"
-	kindFanout  = "fanout"
-	kindTopic   = "topic"
-	kindHeaders = "headers"
+	kindDirect         = "direct"
+	kindFanout         = "fanout"
+	kindTopic          = "topic"
+	kindHeaders        = "headers"
+	kindConsistentHash = route.KindConsistentHash
+	kindModulusHash    = route.KindModulusHash
+	kindRandom         = route.KindRandom
+	kindLocalRandom    = route.KindLocalRandom
 )
 
 // destination is what a binding points at: a *Queue or an *Exchange.
@@ -38,6 +42,9 @@ type Exchange struct {
 
 	mu       sync.RWMutex
 	bindings route.Matcher[destination]
+	// picks is true for the kinds whose matcher is a route.Picker: they route
+	// each message once, to at most one destination (see router.pick).
+	picks bool
 
 	// dedup is the x-message-deduplication cache, guarded by dedupMu.
 	dedupMu sync.Mutex
@@ -58,7 +65,9 @@ type exchangeStats struct {
 	publishOut counter
 }
 
-func newMatcher(kind string) (route.Matcher[destination], bool) {
+// newMatcher returns the binding structure for an exchange of kind with
+// arguments args, which configureExchange has validated.
+func newMatcher(kind string, args amqp.Table) (route.Matcher[destination], bool) {
 	switch kind {
 	case kindDirect:
 		return route.NewDirect[destination](), true
@@ -68,18 +77,26 @@ func newMatcher(kind string) (route.Matcher[destination], bool) {
 		return route.NewTopic[destination](), true
 	case kindHeaders:
 		return route.NewHeaders[destination](), true
+	case kindConsistentHash:
+		src, _ := route.ParseHashSource(args) // invalid arguments never get this far
+		return route.NewConsistentHash[destination](src), true
+	case kindModulusHash:
+		return route.NewModulusHash(routeTableLess), true
+	case kindRandom, kindLocalRandom:
+		return route.NewRandom[destination](), true
 	}
 	return nil, false
 }
 
 func newExchange(vh *Vhost, name, kind string, durable, autoDelete, internal bool, args amqp.Table) (*Exchange, bool) {
-	m, ok := newMatcher(kind)
+	m, ok := newMatcher(kind, args)
 	if !ok {
 		return nil, false
 	}
 	return &Exchange{
 		name: name, kind: kind, vhost: vh, durable: durable, autoDelete: autoDelete,
-		internal: internal, args: args, bindings: m, incoming: make(map[bindingKey]struct{}),
+		internal: internal, args: args, bindings: m, picks: route.IsPickerKind(kind),
+		incoming: make(map[bindingKey]struct{}),
 	}, true
 }
 
@@ -133,6 +150,7 @@ type router struct {
 	visitFn  func(destination)
 	headers  amqp.Table
 	needHdrs func() amqp.Table
+	delivery route.Delivery // reused by pick
 }
 
 func newRouter() *router {
@@ -188,6 +206,8 @@ func (r *router) routeOne(ex *Exchange, m *Message) {
 				r.visit(q)
 			}
 		}
+	} else if ex.picks {
+		r.pick(ex, m)
 	} else {
 		var hdrs amqp.Table
 		if ex.kind == kindHeaders {
@@ -210,4 +230,26 @@ func (r *router) routeOne(ex *Exchange, m *Message) {
 			}
 		}
 	}
+}
+
+// pick routes m through an exchange that chooses at most one destination per
+// message (x-consistent-hash, x-modulus-hash, x-random, x-local-random).
+// RabbitMQ asks such a type once per message, with all its routing keys, so
+// the CC and BCC keys do not add destinations as they do for the other types.
+func (r *router) pick(ex *Exchange, m *Message) {
+	ex.mu.RLock()
+	defer ex.mu.RUnlock()
+	p, ok := ex.bindings.(route.Picker[destination])
+	if !ok {
+		return
+	}
+	d := &r.delivery
+	*d = route.Delivery{RoutingKey: m.RoutingKey, CC: m.ccKeys}
+	if p.Reads() != 0 {
+		if props, err := m.Properties(); err == nil { // validated at publish
+			d.Headers, d.Properties = props.Headers, props
+		}
+	}
+	p.Pick(d, r.visitFn)
+	*d = route.Delivery{} // drop the references to m
 }

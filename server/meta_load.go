@@ -73,6 +73,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	if err != nil {
 		return fail(err)
 	}
+	s.rebuildHashRings()
 	if err := s.loadPolicies(); err != nil {
 		return fail(err)
 	}
@@ -107,7 +108,7 @@ func (s *Server) loadExchange(e metaExchange) error {
 	if !ok {
 		return fmt.Errorf("exchange %q has unknown type %q", e.Name, e.Type)
 	}
-	if aerr := configureExchangeDedup(ex, vh.name); aerr != nil {
+	if aerr := configureExchange(ex, vh.name); aerr != nil {
 		return fmt.Errorf("exchange %q: %w", e.Name, aerr)
 	}
 	vh.exchanges[e.Name] = ex

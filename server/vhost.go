@@ -114,7 +114,7 @@ func (vh *Vhost) declareExchange(m *amqp.ExchangeDeclare) *amqp.Error {
 		if !ok {
 			return amqp.NewError(amqp.CommandInvalid, methodExchangeDeclare, "unknown exchange type '%s'", m.Type)
 		}
-		if err := configureExchangeDedup(nex, vh.name); err != nil {
+		if err := configureExchange(nex, vh.name); err != nil {
 			return err
 		}
 		vh.applyExchangePolicyLocked(nex)
@@ -197,7 +197,7 @@ func (vh *Vhost) removeExchangeLocked(ex *Exchange, b *metaBatch) {
 			delete(d.incoming, k)
 		}
 	}
-	ex.bindings, _ = newMatcher(ex.kind)
+	ex.bindings, _ = newMatcher(ex.kind, ex.args)
 	ex.mu.Unlock()
 	for k := range ex.incoming {
 		k.source.mu.Lock()
@@ -252,10 +252,8 @@ func (vh *Vhost) maybeAutoDeleteExchangeLocked(ex *Exchange, b *metaBatch) {
 
 // bind adds a binding from source to dest.
 func (vh *Vhost) bindLocked(source *Exchange, dest destination, key string, args amqp.Table) *amqp.Error {
-	if source.kind == kindHeaders {
-		if err := route.ValidateHeadersArgs(args); err != nil {
-			return amqp.NewError(amqp.PreconditionFailed, methodQueueBind, "%v", err)
-		}
+	if err := validateBinding(source, dest, key, args); err != nil {
+		return err
 	}
 	k := bindingKey{source: source, key: key, args: canonicalArgs(args)}
 	b := route.Binding[destination]{Dest: dest, Key: key, Args: args}
