@@ -205,3 +205,67 @@ func TestModulusHash(t *testing.T) {
 		return summarizeRouting(c.where(len(msgs), qs...), qs)
 	})
 }
+
+// Recorded from RabbitMQ 3.10.8 as exchange_types_test.go describes.
+const recordedHashErrors = `both hash-header and hash-property: 406 PRECONDITION_FAILED - hash-header and hash-property are mutually exclusive
+hash-property app_id: 406 PRECONDITION_FAILED - Unsupported property: app_id
+empty hash-header: ok
+weight "abc": 406 PRECONDITION_FAILED - The binding key must be an integer: <<"abc">>
+weight "": 406 PRECONDITION_FAILED - The binding key must be an integer: <<>>
+weight "0": 406 PRECONDITION_FAILED - The binding key must be greater than 0
+weight "-1": 406 PRECONDITION_FAILED - The binding key must be greater than 0
+weight "-0": 406 PRECONDITION_FAILED - The binding key must be greater than 0
+weight "+3": ok
+weight "007": ok
+weight " 1": 406 PRECONDITION_FAILED - The binding key must be an integer: <<" 1">>
+weight "1.0": 406 PRECONDITION_FAILED - The binding key must be an integer: <<"1.0">>
+weight "1_000": 406 PRECONDITION_FAILED - The binding key must be an integer: <<"1_000">>
+weight "+": 406 PRECONDITION_FAILED - The binding key must be an integer: <<"+">>
+weight "héllo": 406 PRECONDITION_FAILED - The binding key must be an integer: <<"héllo">>
+weight "\x01\x02": 406 PRECONDITION_FAILED - The binding key must be an integer: <<1,2>>`
+
+// TestConsistentHashInvalidArguments checks the reply to invalid exchange
+// arguments and binding keys against RabbitMQ's. Weights too large for
+// RabbitMQ are tested on Warren only (TestConsistentHashWeightLimit): a
+// binding key of 99999999999999999999 takes the reference node's memory and
+// kills it.
+func TestConsistentHashInvalidArguments(t *testing.T) {
+	compareWithRabbitMQ(t, recordedHashErrors, func(t *testing.T, b hashBroker) string {
+		c := newHashClient(t, b, b.url)
+		var out []string
+		try := func(what string, f func(ch *amqp091.Channel) error) {
+			ch, err := c.conn.Channel()
+			must(t, err)
+			res := "ok"
+			if err := f(ch); err != nil {
+				e, ok := err.(*amqp091.Error)
+				if !ok {
+					t.Fatalf("%s: %v", what, err)
+				}
+				res = strconv.Itoa(e.Code) + " " + e.Reason
+			} else {
+				ch.Close()
+			}
+			out = append(out, what+": "+res)
+		}
+		declare := func(name string, args amqp091.Table) func(*amqp091.Channel) error {
+			return func(ch *amqp091.Channel) error {
+				err := ch.ExchangeDeclare(name, "x-consistent-hash", false, false, false, false, args)
+				if err == nil {
+					c.cleanup(func(ch *amqp091.Channel) error { return ch.ExchangeDelete(name, false, false) })
+				}
+				return err
+			}
+		}
+		try("both hash-header and hash-property", declare("hash-e1", amqp091.Table{"hash-header": "h", "hash-property": "message_id"}))
+		try("hash-property app_id", declare("hash-e2", amqp091.Table{"hash-property": "app_id"}))
+		try("empty hash-header", declare("hash-e3", amqp091.Table{"hash-header": ""}))
+		c.queues(false, "hash-eq")
+		for _, key := range []string{"abc", "", "0", "-1", "-0", "+3", "007", " 1", "1.0", "1_000", "+", "héllo", "\x01\x02"} {
+			try("weight "+strconv.Quote(key), func(ch *amqp091.Channel) error {
+				return ch.QueueBind("hash-eq", key, "hash-e3", false, nil)
+			})
+		}
+		return strings.Join(out, "\n")
+	})
+}

@@ -89,6 +89,7 @@ type hashClient struct {
 	t    *testing.T
 	url  string
 	ref  bool // on the reference node: delete what the scenario declares
+	conn *amqp091.Connection
 	ch   *amqp091.Channel
 	acks chan amqp091.Confirmation
 }
@@ -103,7 +104,7 @@ func newHashClient(t *testing.T, b hashBroker, url string) *hashClient {
 	ch, err := conn.Channel()
 	must(t, err)
 	must(t, ch.Confirm(false))
-	return &hashClient{t: t, url: url, ref: b.ref, ch: ch, acks: ch.NotifyPublish(make(chan amqp091.Confirmation, 4096))}
+	return &hashClient{t: t, url: url, ref: b.ref, conn: conn, ch: ch, acks: ch.NotifyPublish(make(chan amqp091.Confirmation, 4096))}
 }
 
 func (c *hashClient) queues(durable bool, names ...string) {

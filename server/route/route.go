@@ -54,7 +54,9 @@ const (
 )
 
 // New returns an empty matcher for the exchange type kind (one of the Kind
-// constants), or an error wrapping ErrUnknownKind.
+// constants but KindModulusHash, which needs NewModulusHash's ordering), or an
+// error wrapping ErrUnknownKind. An x-consistent-hash matcher from New hashes
+// the routing key.
 func New[D comparable](kind string) (Matcher[D], error) {
 	switch kind {
 	case KindDirect:
@@ -65,6 +67,10 @@ func New[D comparable](kind string) (Matcher[D], error) {
 		return NewTopic[D](), nil
 	case KindHeaders:
 		return NewHeaders[D](), nil
+	case KindConsistentHash:
+		return NewConsistentHash[D](HashSource{}), nil
+	case KindRandom, KindLocalRandom:
+		return NewRandom[D](), nil
 	}
 	return nil, fmt.Errorf("route: exchange type %q: %w", kind, ErrUnknownKind)
 }
@@ -75,6 +81,9 @@ var (
 	_ Matcher[int] = (*Fanout[int])(nil)
 	_ Matcher[int] = (*Topic[int])(nil)
 	_ Matcher[int] = (*Headers[int])(nil)
+	_ Picker[int]  = (*ConsistentHash[int])(nil)
+	_ Picker[int]  = (*ModulusHash[int])(nil)
+	_ Picker[int]  = (*Random[int])(nil)
 )
 
 // identity is the comparable part of a binding's identity, used as a map key;

@@ -43,9 +43,9 @@ func mustNew[D comparable](t testing.TB, kind string) Matcher[D] {
 }
 
 func TestNewUnknownKind(t *testing.T) {
-	_, err := New[string]("x-consistent-hash")
+	_, err := New[string]("x-no-such-type")
 	if !errors.Is(err, ErrUnknownKind) {
-		t.Fatalf("New(x-consistent-hash) error = %v, want ErrUnknownKind", err)
+		t.Fatalf("New(x-no-such-type) error = %v, want ErrUnknownKind", err)
 	}
 }
 
