@@ -11,6 +11,17 @@
 // All four implement [Matcher], generic over the destination type D (the broker
 // uses an interface satisfied by queues and exchanges).
 //
+// The types that send each message to at most one destination implement
+// [Picker], which sees the whole message once ([Delivery]):
+//
+//   - [ConsistentHash]: x-consistent-hash as RabbitMQ 3.10's plugin, bit for
+//     bit: erlang:phash2 of the hashed term (phash2.go), the plugin's jump
+//     consistent hash over OTP's exs1024 generator (jump.go), and its ring of
+//     one weighted segment per destination.
+//   - [ModulusHash]: x-modulus-hash (the sharding plugin): phash2 of all the
+//     routing keys modulo the number of bindings, in route-table order.
+//   - [Random]: x-random and x-local-random, a uniform choice among bindings.
+//
 // # Invariants
 //
 //   - A binding's identity is (Dest, Key, Args), as in RabbitMQ: the same
@@ -20,6 +31,8 @@
 //     bindings match.
 //   - Bindings returns bindings in the order they were added; removing a binding
 //     does not reorder the rest.
+//   - ConsistentHash Pick allocates nothing and costs O(log destinations) after
+//     hashing; Add and Remove rebuild its segment index, O(destinations).
 //   - Direct and Fanout Match allocate nothing. Topic Match allocates nothing in
 //     steady state: it walks the routing key in place and keeps its per-call
 //     scratch space in a sync.Pool. Headers Match allocates nothing.
