@@ -169,24 +169,30 @@ func BenchmarkHeadersMatch(b *testing.B) {
 
 // BenchmarkConsistentHashPick is the routing step of an x-consistent-hash
 // exchange (phash2 of the routing key, the jump over exs1024 draws, the ring
-// lookup), over ten queues of weights 1 to 10; compare BenchmarkDirectMatch.
+// lookup), over ten queues of weights 1 to 10, for 1,000 keys that repeat (the
+// bucket memo answers) and for keys that never repeat; compare
+// BenchmarkDirectMatch.
 func BenchmarkConsistentHashPick(b *testing.B) {
-	dests := benchDests(10)
-	m := NewConsistentHash[*benchDest](HashSource{})
-	for i, d := range dests {
-		m.Add(Binding[*benchDest]{Dest: d, Key: strconv.Itoa(i + 1)})
-	}
-	keys := make([]string, 10000)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("orders.created.%d", i)
-	}
-	visit := func(*benchDest) { sink++ }
-	var d Delivery
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		d.RoutingKey = keys[i%len(keys)]
-		m.Pick(&d, visit)
-		i++
+	for _, nkeys := range []int{1000, 1 << 20} {
+		b.Run(fmt.Sprintf("keys=%d", nkeys), func(b *testing.B) {
+			dests := benchDests(10)
+			m := NewConsistentHash[*benchDest](HashSource{})
+			for i, d := range dests {
+				m.Add(Binding[*benchDest]{Dest: d, Key: strconv.Itoa(i + 1)})
+			}
+			keys := make([]string, nkeys)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("orders.created.%d", i)
+			}
+			visit := func(*benchDest) { sink++ }
+			var d Delivery
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				d.RoutingKey = keys[i%len(keys)]
+				m.Pick(&d, visit)
+				i++
+			}
+		})
 	}
 }

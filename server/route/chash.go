@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/warrenmq/warren/amqp"
 )
@@ -31,6 +32,40 @@ type ConsistentHash[D comparable] struct {
 	ring []segment[D]
 	// ends[i] is one past the last bucket of ring[i].
 	ends []int64
+	memo bucketMemo
+}
+
+// memoSize is the number of entries in a bucketMemo.
+const memoSize = 4096
+
+// bucketMemo remembers the bucket recent terms hashed to. The bucket depends
+// only on the term's phash2 and the number of buckets, and computing it (16
+// generator steps to seed, then a few draws) costs several times a direct
+// exchange's map lookup; messages often repeat keys. Each entry packs a valid
+// bit, the 27-bit phash2 and a bucket below 2^32. Picks running concurrently
+// under the exchange's read lock fill it with atomic stores; it is cleared
+// under the write lock whenever the number of buckets changes.
+type bucketMemo [memoSize]atomic.Uint64
+
+const memoValid = 1 << 63
+
+func (mm *bucketMemo) bucket(key uint32, n int64) int64 {
+	if n > 1<<32 {
+		return jumpBucket(key, n)
+	}
+	slot := &mm[key%memoSize]
+	if e := slot.Load(); e&memoValid != 0 && uint32(e>>32)&phash2Mask == key {
+		return int64(uint32(e))
+	}
+	b := jumpBucket(key, n)
+	slot.Store(memoValid | uint64(key)<<32 | uint64(b))
+	return b
+}
+
+func (mm *bucketMemo) clear() {
+	for i := range mm {
+		mm[i].Store(0)
+	}
 }
 
 type segment[D comparable] struct {
@@ -90,6 +125,12 @@ func (m *ConsistentHash[D]) leaveRing(d D) {
 }
 
 func (m *ConsistentHash[D]) reindex() {
+	before := m.Buckets()
+	defer func() {
+		if m.Buckets() != before {
+			m.memo.clear()
+		}
+	}()
 	m.ends = m.ends[:0]
 	var n int64
 	for _, s := range m.ring {
@@ -139,7 +180,7 @@ func (m *ConsistentHash[D]) Pick(d *Delivery, visit func(D)) {
 	if n == 0 {
 		return
 	}
-	bucket := jumpBucket(m.src.hash(d), n)
+	bucket := m.memo.bucket(m.src.hash(d), n)
 	lo, hi := 0, len(m.ends) // the first segment whose end is past bucket
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)

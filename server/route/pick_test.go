@@ -206,3 +206,41 @@ func TestRandomBookkeeping(t *testing.T) {
 		t.Fatalf("picked %v", got)
 	}
 }
+
+// TestConsistentHashConcurrentPicks: Picks share the bucket memo under the
+// exchange's read lock; each must still give jumpBucket's answer.
+func TestConsistentHashConcurrentPicks(t *testing.T) {
+	m := NewConsistentHash[int](HashSource{})
+	for i := range 5 {
+		m.Add(Binding[int]{Dest: i, Key: fmt.Sprint(i + 1)})
+	}
+	owner := func(bucket int64) int { // weights 1..5: ends 1, 3, 6, 10, 15
+		for i, end := range []int64{1, 3, 6, 10, 15} {
+			if bucket < end {
+				return i
+			}
+		}
+		return -1
+	}
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := range 20000 {
+				key := fmt.Sprint("k", (i*7+g)%6000)
+				want := owner(jumpBucket(phash2Binary(key), 15))
+				got := -1
+				m.Pick(&Delivery{RoutingKey: key}, func(d int) { got = d })
+				if got != want {
+					errs <- fmt.Errorf("%s: picked %d, want %d", key, got, want)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
