@@ -57,10 +57,12 @@ func (s *Server) releaseSocket() {
 // refuseSocket closes a socket accepted beyond a limit at once: no
 // goroutine, no handshake, so existing connections are not slowed.
 func (s *Server) refuseSocket(nc net.Conn, why int) {
+	// Counted before the close, so a client that has seen its socket closed
+	// always finds it in RefusedConnections.
+	total := s.refusedSockets.Add(1)
 	if err := nc.Close(); err != nil {
 		s.log.Debug("closing refused socket", "err", err)
 	}
-	total := s.refusedSockets.Add(1)
 	if !s.refusedLog.allow() {
 		return
 	}
