@@ -15,13 +15,7 @@ import (
 func BenchmarkPublishRouteDeliver(b *testing.B) {
 	ts := startServer(b)
 	vh := ts.Vhost("/")
-	acct, ok := ts.users.authenticate("guest", "guest")
-	if !ok {
-		b.Fatal("guest login")
-	}
-	c := &conn{srv: ts.Server, out: newOutbox(1 << 30), frameMax: 131072, channelMax: 2047, vhost: vh, user: acct,
-		channels: make(map[uint16]*channel), log: ts.log}
-	ch := newChannel(c, 1)
+	c, ch := benchChannel(b, ts)
 	q, aerr := vh.declareQueue(c, &amqp.QueueDeclare{Queue: "bench"})
 	if aerr != nil {
 		b.Fatal(aerr)
@@ -30,18 +24,7 @@ func BenchmarkPublishRouteDeliver(b *testing.B) {
 	if aerr := q.addConsumer(cons, func() {}); aerr != nil {
 		b.Fatal(aerr)
 	}
-	var frames []byte
-	frames = amqp.AppendMethodFrame(frames, 1, &amqp.BasicPublish{RoutingKey: "bench"})
-	frames = amqp.AppendContent(frames, 1, 131072, (&amqp.Properties{}).AppendTo(nil), make([]byte, 16))
-	var parsed []amqp.Frame
-	for off := 0; off < len(frames); {
-		f, n, err := amqp.ParseFrame(frames[off:], 0)
-		if err != nil || n == 0 {
-			b.Fatal(err)
-		}
-		parsed = append(parsed, f)
-		off += n
-	}
+	parsed := benchPublishFrames(b, "", "bench")
 	var spare []byte
 	b.ReportAllocs()
 	b.SetBytes(16)
@@ -88,4 +71,36 @@ func BenchmarkAMQPPublishConsume(b *testing.B) {
 		}
 	}
 	<-done
+}
+
+// benchChannel is an in-process guest connection on vhost / with channel 1,
+// no socket: its frames are encoded into an outbox that never fills.
+func benchChannel(b *testing.B, ts *testServer) (*conn, *channel) {
+	b.Helper()
+	acct, ok := ts.users.authenticate("guest", "guest")
+	if !ok {
+		b.Fatal("guest login")
+	}
+	c := &conn{srv: ts.Server, out: newOutbox(1 << 30), frameMax: 131072, channelMax: 2047, vhost: ts.Vhost("/"), user: acct,
+		channels: make(map[uint16]*channel), log: ts.log}
+	return c, newChannel(c, 1)
+}
+
+// benchPublishFrames is a basic.publish of a 16-byte body to exchange with
+// key on channel 1, parsed into the frames a channel handles.
+func benchPublishFrames(b *testing.B, exchange, key string) []amqp.Frame {
+	b.Helper()
+	var frames []byte
+	frames = amqp.AppendMethodFrame(frames, 1, &amqp.BasicPublish{Exchange: exchange, RoutingKey: key})
+	frames = amqp.AppendContent(frames, 1, 131072, (&amqp.Properties{}).AppendTo(nil), make([]byte, 16))
+	var parsed []amqp.Frame
+	for off := 0; off < len(frames); {
+		f, n, err := amqp.ParseFrame(frames[off:], 0)
+		if err != nil || n == 0 {
+			b.Fatal(err)
+		}
+		parsed = append(parsed, f)
+		off += n
+	}
+	return parsed
 }

@@ -18,13 +18,7 @@ func BenchmarkPublishExchangeType(b *testing.B) {
 		b.Run(kind, func(b *testing.B) {
 			ts := startServer(b)
 			vh := ts.Vhost("/")
-			acct, ok := ts.users.authenticate("guest", "guest")
-			if !ok {
-				b.Fatal("guest login")
-			}
-			c := &conn{srv: ts.Server, out: newOutbox(1 << 30), frameMax: 131072, channelMax: 2047, vhost: vh, user: acct,
-				channels: make(map[uint16]*channel), log: ts.log}
-			ch := newChannel(c, 1)
+			c, ch := benchChannel(b, ts)
 			if aerr := vh.declareExchange(&amqp.ExchangeDeclare{Exchange: "bx", Type: kind}); aerr != nil {
 				b.Fatal(aerr)
 			}
@@ -57,17 +51,7 @@ func BenchmarkPublishExchangeType(b *testing.B) {
 			}
 			msgs := make([][]amqp.Frame, nkeys)
 			for k := range msgs {
-				var frames []byte
-				frames = amqp.AppendMethodFrame(frames, 1, &amqp.BasicPublish{Exchange: "bx", RoutingKey: "key-" + strconv.Itoa(k)})
-				frames = amqp.AppendContent(frames, 1, 131072, (&amqp.Properties{}).AppendTo(nil), make([]byte, 16))
-				for off := 0; off < len(frames); {
-					f, n, err := amqp.ParseFrame(frames[off:], 0)
-					if err != nil || n == 0 {
-						b.Fatal(err)
-					}
-					msgs[k] = append(msgs[k], f)
-					off += n
-				}
+				msgs[k] = benchPublishFrames(b, "bx", "key-"+strconv.Itoa(k))
 			}
 			var spare []byte
 			b.ReportAllocs()

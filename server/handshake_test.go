@@ -175,7 +175,7 @@ func TestFailureLogBounded(t *testing.T) {
 	now := time.Now()
 	logged := 0
 	for i := 0; i < 3*failureKeysMax; i++ {
-		if _, ok, _ := l.note(failureKey{kind: failureLogin, peer: "10.0.0.1", user: fmt.Sprint("u", i)}, now); ok {
+		if _, ok, _ := l.note(failureKey{kind: failureLogin, peer: "127.0.0.2", user: fmt.Sprint("u", i)}, now); ok {
 			logged++
 		}
 	}
@@ -183,7 +183,7 @@ func TestFailureLogBounded(t *testing.T) {
 		t.Fatalf("%d keys tracked, %d lines for %d users (bound %d)", len(l.seen), logged, 3*failureKeysMax, failureKeysMax)
 	}
 	// Past the interval, stale keys make room again.
-	key, ok, _ := l.note(failureKey{kind: failureLogin, peer: "10.0.0.2", user: "late"}, now.Add(2*time.Hour))
+	key, ok, _ := l.note(failureKey{kind: failureLogin, peer: "127.0.0.3", user: "late"}, now.Add(2*time.Hour))
 	if !ok || key.user != "late" || len(l.seen) > failureKeysMax+1 {
 		t.Fatalf("late key %+v logged=%v with %d keys", key, ok, len(l.seen))
 	}

@@ -77,7 +77,8 @@ type streamType struct{}
 func (streamType) takesStoredCopy(*Queue, *Message) bool { return false }
 
 // accept appends m to the stream's log; the confirm waits for the append to
-// be durable (channel.awaitStreams). A stream has no per-message TTL.
+// be durable (routeResult.streams completes the publish's confirm through
+// streamPublish.completeWhenDurable). A stream has no per-message TTL.
 func (streamType) accept(q *Queue, m *Message, _ int64, _ bool, _ msgstore.Loc) accepted {
 	s := q.vhost.streams.get(q)
 	if s == nil {
