@@ -414,23 +414,16 @@ func TestStreamReaderStopsWithItsChannel(t *testing.T) {
 // once both are durable.
 func TestStreamAndClassicQueueShareAConfirm(t *testing.T) {
 	ts := startServer(t)
-	conn, ch := ts.channel(t)
-	declareStream(t, ch, "s", nil)
-	_, err := ch.QueueDeclare("q", true, false, false, false, nil)
-	must(t, err)
-	must(t, ch.QueueBind("s", "", "amq.fanout", false, nil))
-	must(t, ch.QueueBind("q", "", "amq.fanout", false, nil))
-	must(t, ch.Confirm(false))
-	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 10))
+	f := newConfirmFixture(t, ts) // stream s and durable queue q on amq.fanout
 	for i := range 10 {
-		must(t, ch.Publish("amq.fanout", "", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("m" + strconv.Itoa(i))}))
+		must(t, f.pub.Publish("amq.fanout", "", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("m" + strconv.Itoa(i))}))
 	}
 	for i := range 10 {
-		if c := nextConfirm(t, confirms); !c.Ack || c.DeliveryTag != uint64(i+1) {
+		if c := nextConfirm(t, f.confirms); !c.Ack || c.DeliveryTag != uint64(i+1) {
 			t.Fatalf("confirm %d: %+v", i, c)
 		}
 	}
-	_, d := consumeStreamAt(t, conn, "s", amqp091.Table{"x-stream-offset": "first"})
+	_, d := consumeStreamAt(t, ts.dial(t), "s", amqp091.Table{"x-stream-offset": "first"})
 	for i := range 10 {
 		recvOffset(t, d, "m"+strconv.Itoa(i), int64(i))
 	}
