@@ -20,7 +20,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv("WARREN_MGMT_CHILD"); dir != "" {
+		runChildEnv(dir)
+		return
+	}
 	goleak.VerifyTestMain(m)
+}
+
+func newTestClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
 }
 
 // testNode is the node name the tests configure.
@@ -88,7 +96,7 @@ func startEnv(t testing.TB, scfg server.Config, cfg Config) *env {
 	e := &env{
 		t: t, srv: srv, api: api, base: "http://" + api.Addr().String(),
 		amqpURL: "amqp://guest:guest@" + srv.Addr().String() + "/",
-		client:  &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}},
+		client:  newTestClient(),
 	}
 	t.Cleanup(func() {
 		e.client.CloseIdleConnections()

@@ -1,13 +1,11 @@
 package mgmt
 
 import (
-	"fmt"
 	"net/http"
 	"os"
 	"runtime"
 	"runtime/metrics"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/warrenmq/warren/server"
@@ -45,6 +43,9 @@ func (a *API) listeners() []map[string]any {
 	}
 	if n := a.srv.Node(); n.AMQPAddr != "" {
 		add("amqp", n.AMQPAddr)
+	}
+	if addr := a.srv.AMQPSAddr(); addr != nil {
+		add("amqp/ssl", addr.String())
 	}
 	if addr := a.Addr(); addr != nil {
 		add("http", addr.String())
@@ -209,83 +210,6 @@ func metricValue(s metrics.Sample) uint64 {
 		return s.Value.Uint64()
 	}
 	return 0
-}
-
-// healthOK answers the checks that cannot fail on a running single node.
-func (a *API) healthOK(rq *request) error {
-	writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok"})
-	return nil
-}
-
-func (a *API) healthSingleNode(rq *request) error {
-	writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok", "reason": "single node cluster"})
-	return nil
-}
-
-func (a *API) healthAlarms(rq *request) error {
-	var alarms []map[string]any
-	if a.srv.MemoryAlarm() {
-		alarms = append(alarms, map[string]any{"node": a.srv.NodeName(), "resource": "memory"})
-	}
-	if a.srv.DiskAlarm() {
-		alarms = append(alarms, map[string]any{"node": a.srv.NodeName(), "resource": "disk"})
-	}
-	if len(alarms) > 0 {
-		writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
-			"status": "failed", "reason": "There are alarms in effect in the cluster", "alarms": alarms,
-		})
-		return nil
-	}
-	return a.healthOK(rq)
-}
-
-func (a *API) listenerPorts() []int {
-	var ports []int
-	for _, l := range a.listeners() {
-		ports = append(ports, l["port"].(int))
-	}
-	return ports
-}
-
-func (a *API) healthPortListener(rq *request) error {
-	port, err := strconv.Atoi(rq.param("port"))
-	if err != nil {
-		return errBadRequest(fmt.Sprintf("invalid port %q", rq.param("port")))
-	}
-	ports := a.listenerPorts()
-	for _, p := range ports {
-		if p == port {
-			writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok", "port": port})
-			return nil
-		}
-	}
-	writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
-		"status": "failed", "reason": "No active listener", "missing": port, "ports": ports,
-	})
-	return nil
-}
-
-func (a *API) healthProtocolListener(rq *request) error {
-	p := strings.ToLower(rq.param("protocol"))
-	name := ""
-	switch p {
-	case "amqp", "amqp091", "amqp0-9-1", "amqp0.9.1", "amqp09":
-		name = "amqp"
-	case "http", "management":
-		name = "http"
-	}
-	var protocols []string
-	for _, l := range a.listeners() {
-		protocols = append(protocols, l["protocol"].(string))
-		if l["protocol"] == name {
-			writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok", "protocol": name})
-			return nil
-		}
-	}
-	writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
-		"status": "failed", "reason": "No active listener", "missing": rq.param("protocol"), "protocols": protocols,
-	})
-	return nil
 }
 
 // aliveness answers RabbitMQ's deprecated aliveness test: the vhost exists

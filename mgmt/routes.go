@@ -38,15 +38,18 @@ func (a *API) nodeRoutes(t *routeTable) {
 	t.handle(get, "federation-links", authMonitor, a.getExtensions)
 
 	// Health checks. The four Kubernetes probes need no credentials.
-	for _, p := range []string{"is-in-service", "ready-to-serve-clients", "below-node-connection-limit", "reached-target-cluster-size"} {
-		t.handle(get, "health/checks/"+p, authNone, a.healthOK)
-	}
+	t.handle(get, "health/checks/is-in-service", authNone, a.healthInService)
+	t.handle(get, "health/checks/ready-to-serve-clients", authNone, a.healthReadyToServeClients)
+	t.handle(get, "health/checks/below-node-connection-limit", authNone, a.healthBelowConnectionLimit)
+	// A standalone node is the whole of its cluster, so it has reached any
+	// target size it can be given.
+	t.handle(get, "health/checks/reached-target-cluster-size", authNone, a.healthOK)
 	t.handle(get, "health/checks/alarms", authMgmt, a.healthAlarms)
 	t.handle(get, "health/checks/local-alarms", authMgmt, a.healthAlarms)
 	t.handle(get, "health/checks/port-listener/{port}", authMgmt, a.healthPortListener)
 	t.handle(get, "health/checks/protocol-listener/{protocol}", authMgmt, a.healthProtocolListener)
-	t.handle(get, "health/checks/virtual-hosts", authMgmt, a.healthOK)
-	t.handle(get, "health/checks/certificate-expiration/{within}/{unit}", authMgmt, a.healthOK)
+	t.handle(get, "health/checks/virtual-hosts", authMgmt, a.healthVirtualHosts)
+	t.handle(get, "health/checks/certificate-expiration/{within}/{unit}", authMgmt, a.healthCertificateExpiration)
 	t.handle(get, "health/checks/node-is-quorum-critical", authMgmt, a.healthSingleNode)
 	t.handle(get, "health/checks/node-is-mirror-sync-critical", authMgmt, a.healthSingleNode)
 	t.handle(get, "aliveness-test/{vhost}", authMgmt, a.aliveness)

@@ -72,7 +72,8 @@ type Server struct {
 	diskLimit atomic.Uint64
 	coarse    atomic.Int64 // unix ms, refreshed by tickClock
 	closeOnce sync.Once
-	closing   bool // guarded by mu: Close has begun
+	closing   bool        // guarded by mu: Close has begun
+	serving   atomic.Bool // between Start's listeners and Close (Health)
 }
 
 // New validates cfg and builds a server with its vhosts and users. Call Start
@@ -228,6 +229,7 @@ func (s *Server) Start() error {
 	s.coarse.Store(nowMillis())
 	s.goFunc(s.tickClock)
 	s.goFunc(s.releaseIdleIndexPages)
+	s.serving.Store(true)
 	s.goFunc(func() { s.acceptLoop(ln) })
 	if s.amqpsLn != nil {
 		s.goFunc(func() { s.acceptLoop(s.amqpsLn) })
@@ -332,6 +334,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.log.Info("stopping: closing the AMQP listeners")
 		close(s.quit)
+		s.serving.Store(false)
 		if s.ln != nil {
 			err = s.ln.Close()
 		}

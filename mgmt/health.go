@@ -1,0 +1,214 @@
+package mgmt
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warrenmq/warren/server"
+)
+
+// healthOK answers the checks that cannot fail on a running single node.
+func (a *API) healthOK(rq *request) error {
+	writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok"})
+	return nil
+}
+
+func (a *API) healthSingleNode(rq *request) error {
+	writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok", "reason": "single node cluster"})
+	return nil
+}
+
+func (a *API) healthAlarms(rq *request) error {
+	var alarms []map[string]any
+	if a.srv.MemoryAlarm() {
+		alarms = append(alarms, map[string]any{"node": a.srv.NodeName(), "resource": "memory"})
+	}
+	if a.srv.DiskAlarm() {
+		alarms = append(alarms, map[string]any{"node": a.srv.NodeName(), "resource": "disk"})
+	}
+	if len(alarms) > 0 {
+		writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
+			"status": "failed", "reason": "There are alarms in effect in the cluster", "alarms": alarms,
+		})
+		return nil
+	}
+	return a.healthOK(rq)
+}
+
+func (a *API) listenerPorts() []int {
+	var ports []int
+	for _, l := range a.listeners() {
+		ports = append(ports, l["port"].(int))
+	}
+	return ports
+}
+
+func (a *API) healthPortListener(rq *request) error {
+	port, err := strconv.Atoi(rq.param("port"))
+	if err != nil {
+		return errBadRequest(fmt.Sprintf("invalid port %q", rq.param("port")))
+	}
+	ports := a.listenerPorts()
+	for _, p := range ports {
+		if p == port {
+			writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok", "port": port})
+			return nil
+		}
+	}
+	writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
+		"status": "failed", "reason": "No active listener", "missing": port, "ports": ports,
+	})
+	return nil
+}
+
+func (a *API) healthProtocolListener(rq *request) error {
+	p := strings.ToLower(rq.param("protocol"))
+	name := ""
+	switch p {
+	case "amqp", "amqp091", "amqp0-9-1", "amqp0.9.1", "amqp09":
+		name = "amqp"
+	case "http", "management":
+		name = "http"
+	}
+	var protocols []string
+	for _, l := range a.listeners() {
+		protocols = append(protocols, l["protocol"].(string))
+		if l["protocol"] == name {
+			writeJSON(rq.w, http.StatusOK, map[string]any{"status": "ok", "protocol": name})
+			return nil
+		}
+	}
+	writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
+		"status": "failed", "reason": "No active listener", "missing": rq.param("protocol"), "protocols": protocols,
+	})
+	return nil
+}
+
+// healthFailed answers a failed check: 503 with RabbitMQ's body.
+func healthFailed(rq *request, body map[string]any) error {
+	body["status"] = "failed"
+	writeJSON(rq.w, http.StatusServiceUnavailable, body)
+	return nil
+}
+
+// healthInService fails while the node is not serving clients (before
+// Start, or once Close has begun).
+func (a *API) healthInService(rq *request) error {
+	if !a.srv.Health().Serving {
+		return healthFailed(rq, map[string]any{"reason": "this rabbit node is not currently available to serve"})
+	}
+	return a.healthOK(rq)
+}
+
+// healthBelowConnectionLimit fails once the node's admitted sockets reach
+// its max-connections.
+func (a *API) healthBelowConnectionLimit(rq *request) error {
+	h := a.srv.Health()
+	if h.ConnectionLimit > 0 && h.Connections >= h.ConnectionLimit {
+		a.log.Warn("node connection limit is reached", "connections", h.Connections, "limit", h.ConnectionLimit)
+		return healthFailed(rq, map[string]any{"reason": "node connection limit is reached"})
+	}
+	return a.healthOK(rq)
+}
+
+// healthReadyToServeClients combines is-in-service, an AMQP listener and
+// the connection limit, as RabbitMQ 4's composite check does.
+func (a *API) healthReadyToServeClients(rq *request) error {
+	h := a.srv.Health()
+	switch {
+	case !h.Serving:
+		return healthFailed(rq, map[string]any{"reason": "the rabbit node is not currently available to serve"})
+	case a.srv.Node().AMQPAddr == "" && a.srv.AMQPSAddr() == nil:
+		return healthFailed(rq, map[string]any{"reason": "no active listeners for AMQP/AMQPS"})
+	case h.ConnectionLimit > 0 && h.Connections >= h.ConnectionLimit:
+		a.log.Warn("node connection limit is reached", "connections", h.Connections, "limit", h.ConnectionLimit)
+		return healthFailed(rq, map[string]any{"reason": "node connection limit is reached", "connections": h.Connections})
+	}
+	return a.healthOK(rq)
+}
+
+// healthVirtualHosts fails while a vhost's message store refuses writes.
+func (a *API) healthVirtualHosts(rq *request) error {
+	if down := a.srv.Health().VhostsDown; len(down) > 0 {
+		return healthFailed(rq, map[string]any{"reason": "Some virtual hosts are down", "virtual-hosts": down})
+	}
+	return a.healthOK(rq)
+}
+
+// expirationUnits are the units RabbitMQ's certificate-expiration check
+// takes, in seconds (a month is a twelfth of 365 days, as there).
+var expirationUnits = map[string]float64{"days": 86400, "weeks": 7 * 86400, "months": 365 * 86400 / 12.0, "years": 365 * 86400}
+
+// healthCertificateExpiration fails when a certificate file of a TLS
+// listener holds a certificate expiring within the given time, or cannot
+// be read.
+func (a *API) healthCertificateExpiration(rq *request) error {
+	within, err := strconv.Atoi(rq.param("within"))
+	if err != nil {
+		return errBadRequest("Invalid expiration value.")
+	}
+	perUnit, ok := expirationUnits[strings.ToLower(rq.param("unit"))]
+	if !ok {
+		return errBadRequest("Time unit not recognised. Supported units: days, weeks, months, years.")
+	}
+	deadline := time.Now().Add(time.Duration(float64(within) * perUnit * float64(time.Second)))
+	var expired []any
+	for _, l := range certListeners(a.srv.CertificateFiles()) {
+		entry := map[string]any{"node": a.srv.NodeName(), "protocol": l.protocol, "interface": l.host, "port": l.port,
+			"certfile": "", "cacertfile": "", "certfile_expires_on": []any{}, "cacertfile_expires_on": []any{}}
+		hit := false
+		for _, f := range l.files {
+			entry[f.Role] = f.Path
+			var on []any
+			if f.Err != nil {
+				on = append(on, map[string]any{"error": f.Err.Error()})
+			}
+			for _, e := range f.Expiry {
+				if e.Before(deadline) {
+					on = append(on, e.UTC().Format("2006-01-02T15:04:05Z"))
+				}
+			}
+			if len(on) > 0 {
+				entry[f.Role+"_expires_on"] = on
+				hit = true
+			}
+		}
+		if hit {
+			expired = append(expired, entry)
+		}
+	}
+	if len(expired) > 0 {
+		return healthFailed(rq, map[string]any{"reason": "Certificates expiring", "expired": expired})
+	}
+	return a.healthOK(rq)
+}
+
+// certListener is one TLS listener with its certificate files.
+type certListener struct {
+	protocol, host string
+	port           int
+	files          []server.CertificateFile
+}
+
+// certListeners groups certificate files by listener, in order.
+func certListeners(files []server.CertificateFile) []*certListener {
+	var out []*certListener
+	byAddr := map[string]*certListener{}
+	for _, f := range files {
+		l := byAddr[f.Addr]
+		if l == nil {
+			host, port := server.SplitHostPort(f.Addr)
+			if host == "" {
+				host = "::"
+			}
+			l = &certListener{protocol: f.Listener, host: host, port: port}
+			byAddr[f.Addr] = l
+			out = append(out, l)
+		}
+		l.files = append(l.files, f)
+	}
+	return out
+}
