@@ -202,3 +202,29 @@ func runChildEnv(dir string) {
 	fmt.Printf("amqp=%s http=%s\n", srv.Addr(), api.Addr())
 	select {}
 }
+
+// TestMgmtFeatureFlags lists RabbitMQ 3.10's flags, enabled only where
+// Warren has the feature.
+func TestMgmtFeatureFlags(t *testing.T) {
+	e := newEnv(t)
+	r := e.must(e.get("/api/feature-flags"), 200, "feature flags")
+	states := map[string]string{}
+	for _, f := range r.array(t) {
+		m := f.(map[string]any)
+		states[m["name"].(string)] = m["state"].(string)
+		if m["stability"] != "stable" || m["desc"] == "" {
+			t.Errorf("flag %v", m)
+		}
+	}
+	want := map[string]string{
+		"classic_mirrored_queue_version": "disabled", "drop_unroutable_metric": "enabled", "empty_basic_get_metric": "enabled",
+		"implicit_default_bindings": "enabled", "maintenance_mode_status": "disabled", "quorum_queue": "disabled",
+		"stream_queue": "enabled", "user_limits": "disabled", "virtual_host_metadata": "enabled",
+	}
+	if fmt.Sprint(states) != fmt.Sprint(want) {
+		t.Errorf("feature flags %v, want %v", states, want)
+	}
+	if r := e.get("/api/feature-flags", asUser("guest", "wrong")); r.status != 401 {
+		t.Errorf("feature flags with a wrong password: %d", r.status)
+	}
+}

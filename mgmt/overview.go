@@ -160,9 +160,21 @@ func (a *API) putClusterName(rq *request) error {
 }
 
 // getExtensions answers an empty list: no UI extensions (and, reused, no
-// feature flags or federation links).
+// federation links).
 func (a *API) getExtensions(rq *request) error {
 	writeJSON(rq.w, http.StatusOK, []any{})
+	return nil
+}
+
+// getFeatureFlags lists RabbitMQ 3.10's feature flags with this node's
+// state of each.
+func (a *API) getFeatureFlags(rq *request) error {
+	var out []map[string]any
+	for _, f := range a.srv.FeatureFlags() {
+		out = append(out, map[string]any{"name": f.Name, "desc": f.Desc, "doc_url": "", "state": f.State,
+			"stability": f.Stability, "provided_by": f.ProvidedBy})
+	}
+	writeJSON(rq.w, http.StatusOK, out)
 	return nil
 }
 

@@ -32,9 +32,9 @@ func (a *API) nodeRoutes(t *routeTable) {
 	t.handle(get, "nodes", authMonitor, a.listNodes)
 	t.handle(get, "nodes/{node}", authMonitor, a.getNode)
 	t.handle(get, "extensions", authMgmt, a.getExtensions)
-	// Warren has no feature flags, shovels or federation links; the lists
-	// exist, empty, for clients that enumerate them.
-	t.handle(get, "feature-flags", authAdmin, a.getExtensions)
+	t.handle(get, "feature-flags", authAdmin, a.getFeatureFlags)
+	// Warren has no federation links yet; the list exists, empty, for
+	// clients that enumerate it.
 	t.handle(get, "federation-links", authMonitor, a.getExtensions)
 
 	// Health checks. The four Kubernetes probes need no credentials.
