@@ -44,7 +44,7 @@ type channel struct {
 
 	tx *txState
 
-	stats channelStats // management counters and mode mirrors (admin.go)
+	stats channelStats // management counters and mode mirrors (admin_channels.go)
 
 	// replyTo is the direct reply-to consumer, if any (see replyto.go). Set by
 	// the reader; read by publishers through the server's registry lock.

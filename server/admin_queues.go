@@ -1,0 +1,238 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// The administrative API (see admin.go): queue snapshots, declare, delete,
+// purge and get.
+
+// depth returns the queue's ready and unacknowledged message counts.
+func (q *Queue) depth() (ready, unacked int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lengthLocked(), q.unacked
+}
+
+// LookupQueue returns the named queue or nil.
+func (vh *Vhost) LookupQueue(name string) *Queue { return vh.queue(name) }
+
+// QueueStatus is a queue snapshot with everything the management API lists.
+type QueueStatus struct {
+	QueueInfo
+	Type                    string // "classic", or the declared x-queue-type
+	Policy, OperatorPolicy  string
+	EffectivePolicy         map[string]any
+	ExclusiveConsumerTag    string
+	SingleActiveConsumerTag string
+	// Owner is the name of the connection owning an exclusive queue.
+	Owner string
+	// IdleSince is when the queue was last used while it has no consumers;
+	// zero while it has consumers.
+	IdleSince time.Time
+	// ConsumerCapacity is the fraction of consumers able to take a message
+	// now: 1 when the queue has consumers and nothing waits, 0 without
+	// consumers, else the share of consumers with prefetch credit left. It is
+	// an instantaneous stand-in for RabbitMQ's time-averaged figure.
+	ConsumerCapacity float64
+}
+
+// Status returns a snapshot of the queue for the management API.
+func (q *Queue) Status() QueueStatus {
+	st := QueueStatus{QueueInfo: q.Info(), Type: "classic"}
+	if t, ok := q.args["x-queue-type"].(string); ok && t != "" {
+		st.Type = t
+	}
+	q.mu.Lock()
+	if q.exclusiveConsumer != nil {
+		st.ExclusiveConsumerTag = q.exclusiveConsumer.tag
+	}
+	if q.qa.singleActive && len(q.consumers) > 0 {
+		st.SingleActiveConsumerTag = q.consumers[0].tag
+	}
+	if len(q.consumers) == 0 {
+		st.IdleSince = q.lastUsed
+	}
+	st.ConsumerCapacity = q.consumerCapacityLocked()
+	q.mu.Unlock()
+	if q.owner != nil {
+		st.Owner = q.owner.name
+	}
+	st.Policy, st.OperatorPolicy, st.EffectivePolicy = q.vhost.PolicyNames(false, q.name)
+	return st
+}
+
+func (q *Queue) consumerCapacityLocked() float64 {
+	switch {
+	case len(q.consumers) == 0:
+		return 0
+	case q.lengthLocked() == 0:
+		return 1
+	}
+	free := 0
+	for _, c := range q.consumers {
+		if c.noAck || c.prefetch == 0 || c.unacked < int(c.prefetch) {
+			free++
+		}
+	}
+	return float64(free) / float64(len(q.consumers))
+}
+
+// QueueSpec is a queue to declare through the management API.
+type QueueSpec struct {
+	Name       string
+	Durable    bool
+	AutoDelete bool
+	Arguments  amqp.Table
+}
+
+// DeclareQueue declares a queue as queue.declare does (the same validation
+// and equivalence checks) and reports whether it was created. AMQP failures
+// are returned as *amqp.Error.
+func (s *Server) DeclareQueue(vhost string, q QueueSpec) (created bool, err error) {
+	vh, err := s.lookupVhost(vhost)
+	if err != nil {
+		return false, err
+	}
+	if q.Name == "" {
+		return false, fmt.Errorf("%w: queue name is empty", ErrInvalid)
+	}
+	vh.streams.bind(s) // a stream declared here is opened with this server
+	s.admin.mu.Lock()
+	defer s.admin.mu.Unlock()
+	return vh.declareQueueAdmin(q)
+}
+
+func (vh *Vhost) declareQueueAdmin(q QueueSpec) (bool, error) {
+	created := vh.queue(q.Name) == nil
+	_, aerr := vh.declareQueue(nil, &amqp.QueueDeclare{
+		Queue: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Arguments: q.Arguments,
+	})
+	if aerr != nil {
+		return false, aerr
+	}
+	return created, nil
+}
+
+func (s *Server) lookupQueue(vhost, name string) (*Vhost, *Queue, error) {
+	vh, err := s.lookupVhost(vhost)
+	if err != nil {
+		return nil, nil, err
+	}
+	q := vh.queue(name)
+	if q == nil {
+		return nil, nil, fmt.Errorf("%w: %s", ErrNotFound, describeQueue(name, vhost))
+	}
+	return vh, q, nil
+}
+
+// DeleteQueue deletes a queue as queue.delete does, with if-unused and
+// if-empty; a missing queue is ErrNotFound.
+func (s *Server) DeleteQueue(vhost, name string, ifUnused, ifEmpty bool) error {
+	vh, _, err := s.lookupQueue(vhost, name)
+	if err != nil {
+		return err
+	}
+	if _, aerr := vh.deleteQueue(nil, name, ifUnused, ifEmpty); aerr != nil {
+		return aerr
+	}
+	return nil
+}
+
+// PurgeQueue drops a queue's ready messages and returns how many there were.
+func (s *Server) PurgeQueue(vhost, name string) (int, error) {
+	vh, _, err := s.lookupQueue(vhost, name)
+	if err != nil {
+		return 0, err
+	}
+	q, aerr := vh.lookupQueue(nil, name, methodQueuePurge)
+	if aerr != nil {
+		return 0, aerr
+	}
+	if aerr := checkPurgeable(q, methodQueuePurge); aerr != nil {
+		return 0, aerr
+	}
+	return q.purge(), nil
+}
+
+// GetMode says what happens to messages fetched with GetMessages.
+type GetMode int
+
+// Get modes, as the management API's ackmode values.
+const (
+	GetAckRequeue    GetMode = iota // ack_requeue_true: returned to the queue, marked redelivered
+	GetAck                          // ack_requeue_false: acknowledged, gone
+	GetRejectRequeue                // reject_requeue_true: rejected with requeue
+	GetReject                       // reject_requeue_false: rejected, dead-lettered if configured
+)
+
+// GotMessage is a message fetched with GetMessages.
+type GotMessage struct {
+	Exchange, RoutingKey string
+	Redelivered          bool
+	// MessageCount is the number of ready messages left after this one.
+	MessageCount int
+	Properties   amqp.Properties
+	Body         []byte
+}
+
+// maxGetCount bounds one GetMessages call.
+const maxGetCount = 10000
+
+// GetMessages fetches up to count messages from a queue, as basic.get would,
+// and then settles them all according to mode.
+func (s *Server) GetMessages(vhost, name string, count int, mode GetMode) ([]GotMessage, error) {
+	vh, _, err := s.lookupQueue(vhost, name)
+	if err != nil {
+		return nil, err
+	}
+	q, aerr := vh.lookupQueue(nil, name, methodBasicGet)
+	if aerr != nil {
+		return nil, aerr
+	}
+	count = min(max(count, 0), maxGetCount)
+	now := nowMillis()
+	var ds []delivery
+	var out []GotMessage
+	var raw [][]byte
+	var stats MessageCounters
+	_, aerr = q.typ.get(q, count, false, func(g gotMessage) {
+		if g.m.redelivered {
+			stats.Redeliver++
+		}
+		ds = append(ds, delivery{q: q, m: g.m, at: now})
+		raw = append(raw, g.props)
+		out = append(out, GotMessage{
+			Exchange: g.m.msg.Exchange, RoutingKey: g.m.msg.RoutingKey, Redelivered: g.m.redelivered,
+			MessageCount: g.remaining, Body: g.m.msg.Body,
+		})
+	})
+	if aerr != nil {
+		return nil, aerr
+	}
+	if len(ds) > 0 {
+		switch mode {
+		case GetAckRequeue, GetRejectRequeue:
+			q.requeue(ds)
+		case GetAck:
+			q.settle(ds, false)
+			stats.Ack = uint64(len(ds))
+		default:
+			q.settle(ds, true)
+		}
+	}
+	stats.Get = uint64(len(ds))
+	if len(ds) < count {
+		stats.GetEmpty = 1
+	}
+	s.admin.account(vhost, stats)
+	for i := range out {
+		if err := out[i].Properties.Decode(raw[i]); err != nil {
+			return nil, fmt.Errorf("server: properties of a message in %s: %w", describeQueue(name, vhost), err)
+		}
+	}
+	return out, nil
+}
