@@ -34,7 +34,7 @@ func TestAdminPasswordHashAlgorithms(t *testing.T) {
 		if _, err := ts.PutUser(UserSpec{Name: c.user, PasswordHash: &h, HashingAlgorithm: c.alg, Tags: []string{"management"}}); err != nil {
 			t.Fatalf("%s: %v", c.user, err)
 		}
-		must(t, ts.SetPermissions(c.user, "/", Permission{".*", ".*", ".*"}))
+		ts.grant(t, c.user, "/", Permission{".*", ".*", ".*"})
 		if HashAlgorithm(h) != c.alg {
 			t.Errorf("%s: algorithm %s, want %s", c.user, HashAlgorithm(h), c.alg)
 		}
@@ -121,7 +121,7 @@ func TestAdminDeleteVhostRemovesEverything(t *testing.T) {
 	if _, err := ts.PutVhost("v", VhostMeta{Description: "d"}); err != nil {
 		t.Fatal(err)
 	}
-	must(t, ts.SetPermissions("guest", "v", Permission{".*", ".*", ".*"}))
+	ts.grant(t, "guest", "v", Permission{".*", ".*", ".*"})
 	if _, err := ts.SetTopicPermission(TopicPermission{User: "guest", Vhost: "v", Exchange: "amq.topic", Write: "^w"}); err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func TestApplyWritesMetaFirst(t *testing.T) {
 		change  func() error
 		visible func() bool
 	}{
-		{"put user", func() error { return ts.AddUser("defs-au", "pw") }, func() bool { _, err := ts.User("defs-au"); return err == nil }},
+		{"put user", func() error { pw := "pw"; _, err := ts.PutUser(UserSpec{Name: "defs-au", Password: &pw}); return err }, func() bool { _, err := ts.User("defs-au"); return err == nil }},
 		{"set permission", func() error {
 			_, err := ts.SetPermission("defs-au", "defs-a", Permission{".*", ".*", ".*"})
 			return err

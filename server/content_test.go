@@ -53,8 +53,8 @@ func heapInuse() uint64 {
 func TestPublishRefusedAtHeaderHoldsNoBody(t *testing.T) {
 	const headers = 80
 	ts := startServer(t)
-	must(t, ts.AddUser("writeless", "pw"))
-	must(t, ts.SetPermissions("writeless", "/", Permission{Configure: ".*", Write: "", Read: ".*"}))
+	ts.addUser(t, "writeless", "pw")
+	ts.grant(t, "writeless", "/", Permission{Configure: ".*", Write: "", Read: ".*"})
 	rc := dialRaw(t, ts.addr)
 	rc.openAs("writeless", "pw", 0)
 	before := heapInuse()

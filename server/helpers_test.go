@@ -86,6 +86,37 @@ func (ts *testServer) channel(t testing.TB) (*amqp091.Connection, *amqp091.Chann
 	return c, ch
 }
 
+// addVhost creates vhost name through the management API's PutVhost and
+// returns it; an existing vhost is returned unchanged.
+func (ts *testServer) addVhost(t testing.TB, name string) *Vhost {
+	t.Helper()
+	if vh := ts.Vhost(name); vh != nil {
+		return vh
+	}
+	if _, err := ts.PutVhost(name, VhostMeta{}); err != nil {
+		t.Fatalf("add vhost %q: %v", name, err)
+	}
+	return ts.Vhost(name)
+}
+
+// addUser creates or replaces a user with a clear-text password through
+// the management API's PutUser.
+func (ts *testServer) addUser(t testing.TB, name, password string, tags ...string) {
+	t.Helper()
+	if _, err := ts.PutUser(UserSpec{Name: name, Password: &password, Tags: tags}); err != nil {
+		t.Fatalf("add user %q: %v", name, err)
+	}
+}
+
+// grant sets user's permission on vhost through the management API's
+// SetPermission.
+func (ts *testServer) grant(t testing.TB, user, vhost string, p Permission) {
+	t.Helper()
+	if _, err := ts.SetPermission(user, vhost, p); err != nil {
+		t.Fatalf("grant %q on %q: %v", user, vhost, err)
+	}
+}
+
 // dialURL opens a connection to url (a broker process's) and a channel on
 // it; the caller closes the connection.
 func dialURL(t testing.TB, url string) (*amqp091.Connection, *amqp091.Channel) {

@@ -94,8 +94,7 @@ func TestDamagedNodeIDStopsStartup(t *testing.T) {
 func TestVhostReachesServer(t *testing.T) {
 	dir := t.TempDir()
 	ts := startServer(t, withDataDir(dir))
-	vh, err := ts.AddVhost("seams")
-	must(t, err)
+	vh := ts.addVhost(t, "seams")
 	if vh.srv != ts.Server || ts.Vhost("/").srv != ts.Server {
 		t.Fatal("a new vhost does not reach its server")
 	}

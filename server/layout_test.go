@@ -28,10 +28,8 @@ func fillLayout1(t *testing.T, dir string) {
 	t.Helper()
 	ts := startServer(t, withDataDir(dir))
 	for _, vhost := range layout1Vhosts {
-		if _, err := ts.AddVhost(vhost); err != nil {
-			t.Fatal(err)
-		}
-		must(t, ts.SetPermissions("guest", vhost, Permission{".*", ".*", ".*"}))
+		ts.addVhost(t, vhost)
+		ts.grant(t, "guest", vhost, Permission{".*", ".*", ".*"})
 		conn, err := amqp091.DialConfig(ts.url, amqp091.Config{Vhost: vhost})
 		must(t, err)
 		for _, q := range layout1Queues {

@@ -42,7 +42,7 @@ func TestMaxConnectionsPerVhost(t *testing.T) {
 		c.MaxConnectionsPerVhost = 1
 		c.Vhosts = []string{"other"}
 	})
-	must(t, ts.SetPermissions("guest", "other", Permission{".*", ".*", ".*"}))
+	ts.grant(t, "guest", "other", Permission{".*", ".*", ".*"})
 	ts.dial(t)
 	// A second connection to "/" is refused at connection.open with 530.
 	rc := dialRaw(t, ts.addr)

@@ -138,14 +138,14 @@ func setupDeleteDefs(t *testing.T) string {
 	ts := startServer(t, withDataDir(dir))
 	_, err := ts.PutVhost("defs-v", VhostMeta{})
 	must(t, err)
-	must(t, ts.AddUser("defs-u", "pw"))
+	ts.addUser(t, "defs-u", "pw")
 	all := Permission{Configure: ".*", Write: ".*", Read: ".*"}
 	for _, vh := range []string{"defs-v", "/"} {
-		must(t, ts.SetPermissions("defs-u", vh, all))
+		ts.grant(t, "defs-u", vh, all)
 		_, err = ts.SetTopicPermission(TopicPermission{User: "defs-u", Vhost: vh, Exchange: "amq.topic", Write: "^a", Read: ".*"})
 		must(t, err)
 	}
-	must(t, ts.SetPermissions("guest", "defs-v", all))
+	ts.grant(t, "guest", "defs-v", all)
 	_, err = ts.PutPolicy(Policy{Vhost: "defs-v", Name: "p", Pattern: "^defs", ApplyTo: "queues", Definition: map[string]any{"max-length": int64(10)}}, false)
 	must(t, err)
 	conn, ch := dialURL(t, "amqp://guest:guest@"+ts.addr+"/defs-v")

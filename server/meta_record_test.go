@@ -11,11 +11,9 @@ func TestInvalidUTF8NamesSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	ts := startServer(t, withDataDir(dir))
 	const name = "names\xff\xfe"
-	if _, err := ts.AddVhost(name); err != nil {
-		t.Fatal(err)
-	}
-	must(t, ts.AddUser(name, "pw"))
-	must(t, ts.SetPermissions(name, name, Permission{".*", ".*", ".*"}))
+	ts.addVhost(t, name)
+	ts.addUser(t, name, "pw")
+	ts.grant(t, name, name, Permission{".*", ".*", ".*"})
 	conn, err := amqp091.DialConfig("amqp://"+url.PathEscape(name)+":pw@"+ts.addr+"/", amqp091.Config{Vhost: name})
 	must(t, err)
 	ch, err := conn.Channel()

@@ -26,8 +26,8 @@ func waitSnapshot(t *testing.T, s *Server, ok func(MetricsSnapshot) bool) Metric
 
 func TestMetricsSnapshot(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.ProductVersion = "1.2.3" })
-	ts.AddVhost("b-vhost")
-	must(t, ts.SetPermissions("guest", "b-vhost", Permission{".*", ".*", ".*"}))
+	ts.addVhost(t, "b-vhost")
+	ts.grant(t, "guest", "b-vhost", Permission{".*", ".*", ".*"})
 	_, ch := ts.channel(t)
 	mustDeclare(t, ch, "zz", nil)
 	mustDeclare(t, ch, "dl", amqp091.Table{"x-dead-letter-exchange": ""})

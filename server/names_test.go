@@ -53,10 +53,8 @@ func readyAfterRestart(t *testing.T, ts *testServer, vhost, queue string) int {
 func TestHostileQueueNamesKeepOtherQueuesData(t *testing.T) {
 	dir := t.TempDir()
 	ts := startServer(t, withDataDir(dir))
-	if _, err := ts.AddVhost("streams"); err != nil {
-		t.Fatal(err)
-	}
-	must(t, ts.SetPermissions("guest", "streams", Permission{".*", ".*", ".*"}))
+	ts.addVhost(t, "streams")
+	ts.grant(t, "guest", "streams", Permission{".*", ".*", ".*"})
 	// Classic queues in "/", streams of the same names in vhost "streams".
 	for _, vhost := range []string{"/", "streams"} {
 		stream := vhost == "streams"
@@ -118,10 +116,8 @@ func TestHostileVhostNamesKeepOtherVhostsData(t *testing.T) {
 	must(t, err)
 	publishConfirmed(t, ch, "victim", 5, true, "v")
 	for _, name := range hostileNames {
-		if _, err := ts.AddVhost(name); err != nil {
-			t.Fatalf("add vhost %q: %v", name, err)
-		}
-		must(t, ts.SetPermissions("guest", name, Permission{".*", ".*", ".*"}))
+		ts.addVhost(t, name)
+		ts.grant(t, "guest", name, Permission{".*", ".*", ".*"})
 		conn, err := amqp091.DialConfig(ts.url, amqp091.Config{Vhost: name})
 		if err != nil {
 			t.Fatalf("connect to vhost %q: %v", name, err)

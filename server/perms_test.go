@@ -14,8 +14,8 @@ import (
 func permsUser(t *testing.T, p Permission, tags ...string) (*testServer, func(amqp091.Table) *amqp091.Connection) {
 	t.Helper()
 	ts := startServer(t)
-	must(t, ts.AddUser("app", "pw", tags...))
-	must(t, ts.SetPermissions("app", "/", p))
+	ts.addUser(t, "app", "pw", tags...)
+	ts.grant(t, "app", "/", p)
 	dial := func(props amqp091.Table) *amqp091.Connection {
 		t.Helper()
 		c, err := amqp091.DialConfig("amqp://app:pw@"+ts.addr+"/", amqp091.Config{Properties: props})
@@ -132,8 +132,8 @@ func TestTopicPermissionChangesApplyToOpenChannels(t *testing.T) {
 // vhost name matches only itself: its dots are not wildcards.
 func TestTopicPermissionVariablesAreLiteral(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.Vhosts = []string{"v.1"} })
-	must(t, ts.AddUser("a.b", "pw"))
-	must(t, ts.SetPermissions("a.b", "v.1", Permission{".*", ".*", ".*"}))
+	ts.addUser(t, "a.b", "pw")
+	ts.grant(t, "a.b", "v.1", Permission{".*", ".*", ".*"})
 	_, err := ts.SetTopicPermission(TopicPermission{User: "a.b", Vhost: "v.1", Exchange: "amq.topic", Write: `^{vhost}\.{username}\.`, Read: ".*"})
 	must(t, err)
 	conn, err := amqp091.Dial("amqp://a.b:pw@" + ts.addr + "/v.1")
@@ -150,8 +150,8 @@ func TestTopicPermissionVariablesAreLiteral(t *testing.T) {
 func TestTopicPermissionsSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	ts := startServer(t, withDataDir(dir))
-	must(t, ts.AddUser("app", "pw"))
-	must(t, ts.SetPermissions("app", "/", Permission{".*", ".*", ".*"}))
+	ts.addUser(t, "app", "pw")
+	ts.grant(t, "app", "/", Permission{".*", ".*", ".*"})
 	tp := TopicPermission{User: "app", Vhost: "/", Exchange: "amq.topic", Write: "^w", Read: "^r"}
 	_, err := ts.SetTopicPermission(tp)
 	must(t, err)
@@ -168,7 +168,7 @@ func TestTopicPermissionsSurviveRestart(t *testing.T) {
 	expectRefusal(t, publishResult(t, c, "amq.topic", "other", amqp091.Publishing{}), 403, refusedTopic("other"))
 	c.Close()
 	must(t, ts2.DeleteUser("app"))
-	must(t, ts2.AddUser("app", "pw"))
+	ts2.addUser(t, "app", "pw")
 	must(t, ts2.Close())
 	ts3 := startServer(t, withDataDir(dir))
 	if got := ts3.TopicPermissions(); len(got) != 0 {
@@ -221,7 +221,7 @@ func TestUserIDProperty(t *testing.T) {
 	// RabbitMQ's order: a missing exchange is reported first.
 	expectCode(t, publishResult(t, c, "app.nox", "k", forged), 404)
 	// The impersonator tag applies from the next publish on.
-	must(t, ts.AddUser("app", "pw", "impersonator"))
+	ts.addUser(t, "app", "pw", "impersonator")
 	must(t, publishResult(t, c, "", "app.q", forged))
 	got, ok, err := channelOf(t, c).Get("app.q", true)
 	must(t, err)
@@ -248,7 +248,7 @@ func TestDeleteUserClosesConnections(t *testing.T) {
 	}
 	mustDeclare(t, ch, "app.q", nil) // still open after the password change
 
-	must(t, ts.SetPermissions("app", "/", Permission{Configure: "^zzz", Write: ".*", Read: ".*"}))
+	ts.grant(t, "app", "/", Permission{Configure: "^zzz", Write: ".*", Read: ".*"})
 	_, err := ch.QueueDeclare("app.q", false, false, false, false, nil)
 	expectRefusal(t, err, 403, "ACCESS_REFUSED - access to queue 'app.q' in vhost '/' refused for user 'app'")
 

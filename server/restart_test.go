@@ -32,8 +32,8 @@ func TestDefinitionsSurviveRestart(t *testing.T) {
 	must(t, ch.QueueBind("tq", "y", "dx", false, nil)) // to a transient queue: not durable
 	must(t, ch.ExchangeDeclare("dx2", "fanout", true, false, false, false, nil))
 	must(t, ch.ExchangeBind("dx2", "b", "dx", false, nil))
-	must(t, ts.AddUser("app", "pw", "management"))
-	must(t, ts.SetPermissions("app", "/", Permission{Configure: "^app", Write: ".*", Read: ".*"}))
+	ts.addUser(t, "app", "pw", "management")
+	ts.grant(t, "app", "/", Permission{Configure: "^app", Write: ".*", Read: ".*"})
 	must(t, ts.Close())
 
 	ts2 := startServer(t, withDataDir(dir))
@@ -83,7 +83,7 @@ func TestDefinitionsSurviveRestart(t *testing.T) {
 func TestDeletedDefaultUserStaysDeleted(t *testing.T) {
 	dir := t.TempDir()
 	ts := startServer(t, withDataDir(dir))
-	must(t, ts.AddUser("admin", "pw", "administrator"))
+	ts.addUser(t, "admin", "pw", "administrator")
 	if _, err := ts.users.remove("guest"); err != nil {
 		t.Fatal(err)
 	}

@@ -445,9 +445,6 @@ func (s *Server) tickClock() {
 	}
 }
 
-// AddVhost creates a vhost if it does not exist (durably) and returns it.
-func (s *Server) AddVhost(name string) (*Vhost, error) { return s.addVhost(name, VhostMeta{}) }
-
 // addVhost creates a vhost: its files first, then its record in meta.db, so
 // a vhost whose files cannot be made is never saved (a saved vhost the next
 // start cannot open would be skipped, and its name stuck). When the record
@@ -512,19 +509,6 @@ func (s *Server) Vhosts() []*Vhost {
 	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
-}
-
-// AddUser creates or replaces a user with a clear-text password.
-func (s *Server) AddUser(name, password string, tags ...string) error {
-	return s.users.put(name, HashPassword(password), tags, false)
-}
-
-// SetPermissions grants user the permission on vhost.
-func (s *Server) SetPermissions(user, vhost string, p Permission) error {
-	if s.Vhost(vhost) == nil {
-		return fmt.Errorf("%w: %q", ErrNoSuchVhost, vhost)
-	}
-	return s.users.setPermission(user, vhost, p)
 }
 
 // Connections returns snapshots of the connections past their handshake,

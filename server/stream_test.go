@@ -455,7 +455,7 @@ func TestStreamFlushPolicyDefaultsToTheVhosts(t *testing.T) {
 		c.Vhosts = []string{"fast"}
 		c.VhostFlush = map[string]msgstore.FlushPolicy{"fast": msgstore.FlushOS}
 	})
-	must(t, ts.SetPermissions("guest", "fast", Permission{".*", ".*", ".*"}))
+	ts.grant(t, "guest", "fast", Permission{".*", ".*", ".*"})
 	conn, err := amqp091.Dial(ts.url + "fast")
 	must(t, err)
 	defer conn.Close()

@@ -127,8 +127,8 @@ func TestAMQPSPublishAndGet(t *testing.T) {
 func TestExternalLoginWithClientCert(t *testing.T) {
 	p := newTestPKI(t)
 	ts := startTLSServer(t, p, func(c *Config) { c.TLSVerifyPeer = true })
-	must(t, ts.AddUser("alice", "unused-password"))
-	must(t, ts.SetPermissions("alice", "/", Permission{".*", ".*", ".*"}))
+	ts.addUser(t, "alice", "unused-password")
+	ts.grant(t, "alice", "/", Permission{".*", ".*", ".*"})
 	cfg := amqp091.Config{
 		SASL:            []amqp091.Authentication{&amqp091.ExternalAuth{}},
 		TLSClientConfig: p.clientTLS(p.issue(t, "alice", x509.ExtKeyUsageClientAuth)),

@@ -341,8 +341,10 @@ func TestMetricsCountersSurviveDeletes(t *testing.T) {
 
 func TestMetricsPerObject(t *testing.T) {
 	e := startEnv(t)
-	e.srv.AddVhost("other")
-	if err := e.srv.SetPermissions("guest", "other", server.Permission{Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
+	if _, err := e.srv.PutVhost("other", server.VhostMeta{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.SetPermission("guest", "other", server.Permission{Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
 		t.Fatal(err)
 	}
 	_, ch := e.channel(t)
