@@ -117,22 +117,30 @@ func (vh *Vhost) declareQueueAdmin(q QueueSpec) (bool, error) {
 	return created, nil
 }
 
-func (s *Server) lookupQueue(vhost, name string) (*Vhost, *Queue, error) {
+// adminQueue finds a queue for an administrative call through the same
+// lookup AMQP methods use (Vhost.lookupQueue, with its 405 for another
+// connection's exclusive queue), mapping a missing vhost or queue to
+// ErrNoSuchVhost or ErrNotFound, which the management API answers with
+// RabbitMQ's 404 body.
+func (s *Server) adminQueue(vhost, name string, method uint32) (*Vhost, *Queue, error) {
 	vh, err := s.lookupVhost(vhost)
 	if err != nil {
 		return nil, nil, err
 	}
-	q := vh.queue(name)
-	if q == nil {
+	q, aerr := vh.lookupQueue(nil, name, method)
+	switch {
+	case aerr == nil:
+		return vh, q, nil
+	case aerr.Code == amqp.NotFound:
 		return nil, nil, fmt.Errorf("%w: %s", ErrNotFound, describeQueue(name, vhost))
 	}
-	return vh, q, nil
+	return nil, nil, aerr
 }
 
 // DeleteQueue deletes a queue as queue.delete does, with if-unused and
 // if-empty; a missing queue is ErrNotFound.
 func (s *Server) DeleteQueue(vhost, name string, ifUnused, ifEmpty bool) error {
-	vh, _, err := s.lookupQueue(vhost, name)
+	vh, _, err := s.adminQueue(vhost, name, methodQueueDelete)
 	if err != nil {
 		return err
 	}
@@ -144,13 +152,9 @@ func (s *Server) DeleteQueue(vhost, name string, ifUnused, ifEmpty bool) error {
 
 // PurgeQueue drops a queue's ready messages and returns how many there were.
 func (s *Server) PurgeQueue(vhost, name string) (int, error) {
-	vh, _, err := s.lookupQueue(vhost, name)
+	_, q, err := s.adminQueue(vhost, name, methodQueuePurge)
 	if err != nil {
 		return 0, err
-	}
-	q, aerr := vh.lookupQueue(nil, name, methodQueuePurge)
-	if aerr != nil {
-		return 0, aerr
 	}
 	if aerr := checkPurgeable(q, methodQueuePurge); aerr != nil {
 		return 0, aerr
@@ -185,13 +189,9 @@ const maxGetCount = 10000
 // GetMessages fetches up to count messages from a queue, as basic.get would,
 // and then settles them all according to mode.
 func (s *Server) GetMessages(vhost, name string, count int, mode GetMode) ([]GotMessage, error) {
-	vh, _, err := s.lookupQueue(vhost, name)
+	_, q, err := s.adminQueue(vhost, name, methodBasicGet)
 	if err != nil {
 		return nil, err
-	}
-	q, aerr := vh.lookupQueue(nil, name, methodBasicGet)
-	if aerr != nil {
-		return nil, aerr
 	}
 	count = min(max(count, 0), maxGetCount)
 	now := nowMillis()
@@ -199,7 +199,7 @@ func (s *Server) GetMessages(vhost, name string, count int, mode GetMode) ([]Got
 	var out []GotMessage
 	var raw [][]byte
 	var stats MessageCounters
-	_, aerr = q.typ.get(q, count, false, func(g gotMessage) {
+	_, aerr := q.typ.get(q, count, false, func(g gotMessage) {
 		if g.m.redelivered {
 			stats.Redeliver++
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/amqp"
 )
 
 // rabbitHash builds a RabbitMQ password hash: base64(salt ‖ H(salt ‖ password)).
@@ -200,4 +202,40 @@ func TestAdminQueueStatus(t *testing.T) {
 		publish(t, ch, "", "q", "m")
 	}
 	waitFor(t, 2*time.Second, "consumer saturated", func() bool { return q.Status().ConsumerCapacity < 1 })
+}
+
+// The administrative queue calls share AMQP's queue lookup with their own
+// error mapping: a missing vhost or queue is ErrNoSuchVhost or ErrNotFound
+// (the management API's 404 "Object Not Found"), and another connection's
+// exclusive queue is 405 RESOURCE_LOCKED with RabbitMQ's text, which
+// RabbitMQ 3.10's management API also refuses to purge, get from or delete.
+func TestAdminQueueCallsShareTheQueueLookup(t *testing.T) {
+	ts := startServer(t)
+	_, ch := ts.channel(t)
+	_, err := ch.QueueDeclare("excl", false, false, true, false, nil)
+	must(t, err)
+	calls := map[string]func(vhost, queue string) error{
+		"delete": func(vhost, queue string) error { return ts.DeleteQueue(vhost, queue, false, false) },
+		"purge":  func(vhost, queue string) error { _, err := ts.PurgeQueue(vhost, queue); return err },
+		"get": func(vhost, queue string) error {
+			_, err := ts.GetMessages(vhost, queue, 1, GetAckRequeue)
+			return err
+		},
+	}
+	const locked = "cannot obtain exclusive access to locked queue 'excl' in vhost '/'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration."
+	for what, call := range calls {
+		if err := call("nosuch", "q"); !errors.Is(err, ErrNoSuchVhost) {
+			t.Errorf("%s in a missing vhost: %v, want ErrNoSuchVhost", what, err)
+		}
+		if err := call("/", "nosuch"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s of a missing queue: %v, want ErrNotFound", what, err)
+		}
+		var aerr *amqp.Error
+		if err := call("/", "excl"); !errors.As(err, &aerr) || aerr.Code != amqp.ResourceLocked || aerr.Text != locked {
+			t.Errorf("%s of another connection's exclusive queue: %v, want 405 %q", what, err, locked)
+		}
+	}
+	if ts.Vhost("/").LookupQueue("excl") == nil {
+		t.Fatal("a refused delete deleted the exclusive queue")
+	}
 }
