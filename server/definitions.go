@@ -334,9 +334,9 @@ func validateExchangeDef(x ExchangeDefinition, ix defIndex) error {
 	if x.Name == "" || strings.HasPrefix(x.Name, "amq.") {
 		return invalidDef(what, fmt.Errorf("exchange names must be non-empty and not start with amq."))
 	}
-	ex, ok := newExchange(nil, x.Name, x.Type, x.Durable, x.AutoDelete, x.Internal, x.Arguments)
-	if !ok {
-		return invalidDef(what, fmt.Errorf("unknown exchange type '%s'", x.Type))
+	ex, aerr := newExchange(nil, x.Name, x.Type, x.Durable, x.AutoDelete, x.Internal, x.Arguments)
+	if aerr != nil {
+		return invalidDef(what, fmt.Errorf("%s", aerr.Text))
 	}
 	if aerr := configureExchange(ex, x.Vhost); aerr != nil {
 		return invalidDef(what, fmt.Errorf("%s", aerr.Text))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -65,39 +66,23 @@ type exchangeStats struct {
 	publishOut counter
 }
 
-// newMatcher returns the binding structure for an exchange of kind with
-// arguments args, which configureExchange has validated.
-func newMatcher(kind string, args amqp.Table) (route.Matcher[destination], bool) {
-	switch kind {
-	case kindDirect:
-		return route.NewDirect[destination](), true
-	case kindFanout:
-		return route.NewFanout[destination](), true
-	case kindTopic:
-		return route.NewTopic[destination](), true
-	case kindHeaders:
-		return route.NewHeaders[destination](), true
-	case kindConsistentHash:
-		src, _ := route.ParseHashSource(args) // invalid arguments never get this far
-		return route.NewConsistentHash[destination](src), true
-	case kindModulusHash:
-		return route.NewModulusHash(routeTableLess), true
-	case kindRandom, kindLocalRandom:
-		return route.NewRandom[destination](), true
-	}
-	return nil, false
-}
-
-func newExchange(vh *Vhost, name, kind string, durable, autoDelete, internal bool, args amqp.Table) (*Exchange, bool) {
-	m, ok := newMatcher(kind, args)
-	if !ok {
-		return nil, false
+// newExchange makes an exchange of type kind with its binding structure, or
+// refuses an unknown type (503 COMMAND_INVALID) or x-consistent-hash
+// arguments the plugin refuses (406 PRECONDITION_FAILED), as
+// exchange.declare answers them.
+func newExchange(vh *Vhost, name, kind string, durable, autoDelete, internal bool, args amqp.Table) (*Exchange, *amqp.Error) {
+	m, err := route.New(kind, args, routeTableLess)
+	switch {
+	case errors.Is(err, route.ErrUnknownKind):
+		return nil, amqp.NewError(amqp.CommandInvalid, methodExchangeDeclare, "unknown exchange type '%s'", kind)
+	case err != nil:
+		return nil, amqp.NewError(amqp.PreconditionFailed, methodExchangeDeclare, "%v", err)
 	}
 	return &Exchange{
 		name: name, kind: kind, vhost: vh, durable: durable, autoDelete: autoDelete,
 		internal: internal, args: args, bindings: m, picks: route.IsPickerKind(kind),
 		incoming: make(map[bindingKey]struct{}),
-	}, true
+	}, nil
 }
 
 // isDuplicate applies the exchange's x-message-deduplication cache.

@@ -11,15 +11,12 @@ import (
 // (x-consistent-hash, x-modulus-hash, x-random, x-local-random): what they
 // accept as exchange arguments and as bindings, with RabbitMQ's reply texts.
 
-// configureExchange validates a new exchange's type-specific arguments and
-// sets up what they configure. It runs wherever an exchange is created: on
-// exchange.declare, for definitions and when meta.db is loaded.
+// configureExchange validates and sets up what a new exchange's arguments
+// configure beyond its binding structure (newExchange, through route.New,
+// checks x-consistent-hash's): message deduplication. It runs wherever an
+// exchange is created: on exchange.declare, for definitions and when meta.db
+// is loaded.
 func configureExchange(ex *Exchange, vhost string) *amqp.Error {
-	if ex.kind == kindConsistentHash {
-		if _, err := route.ParseHashSource(ex.args); err != nil {
-			return amqp.NewError(amqp.PreconditionFailed, methodExchangeDeclare, "%v", err)
-		}
-	}
 	return configureExchangeDedup(ex, vhost)
 }
 

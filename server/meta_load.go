@@ -104,9 +104,9 @@ func (s *Server) loadExchange(e metaExchange) error {
 	if err != nil {
 		return fmt.Errorf("exchange %q arguments: %w", e.Name, err)
 	}
-	ex, ok := newExchange(vh, e.Name, e.Type, true, e.AutoDelete, e.Internal, args)
-	if !ok {
-		return fmt.Errorf("exchange %q has unknown type %q", e.Name, e.Type)
+	ex, aerr := newExchange(vh, e.Name, e.Type, true, e.AutoDelete, e.Internal, args)
+	if aerr != nil {
+		return fmt.Errorf("exchange %q: %w", e.Name, aerr)
 	}
 	if aerr := configureExchange(ex, vh.name); aerr != nil {
 		return fmt.Errorf("exchange %q: %w", e.Name, aerr)

@@ -110,9 +110,9 @@ func (vh *Vhost) declareExchange(m *amqp.ExchangeDeclare) *amqp.Error {
 			return amqp.NewError(amqp.AccessRefused, methodExchangeDeclare, "exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
 		}
 		// Like RabbitMQ, a headers exchange checks x-match per binding, not at declare.
-		nex, ok := newExchange(vh, m.Exchange, m.Type, m.Durable, m.AutoDelete, m.Internal, m.Arguments)
-		if !ok {
-			return amqp.NewError(amqp.CommandInvalid, methodExchangeDeclare, "unknown exchange type '%s'", m.Type)
+		nex, aerr := newExchange(vh, m.Exchange, m.Type, m.Durable, m.AutoDelete, m.Internal, m.Arguments)
+		if aerr != nil {
+			return aerr
 		}
 		if err := configureExchange(nex, vh.name); err != nil {
 			return err
@@ -197,7 +197,13 @@ func (vh *Vhost) removeExchangeLocked(ex *Exchange, b *metaBatch) {
 			delete(d.incoming, k)
 		}
 	}
-	ex.bindings, _ = newMatcher(ex.kind, ex.args)
+	// Publishers still holding ex route nowhere. newExchange made ex with
+	// this kind and these arguments, so route.New accepts them again.
+	if m, err := route.New(ex.kind, ex.args, routeTableLess); err == nil {
+		ex.bindings = m
+	} else {
+		vh.log.Error("emptying the bindings of a deleted exchange", "exchange", ex.name, "err", err)
+	}
 	ex.mu.Unlock()
 	for k := range ex.incoming {
 		k.source.mu.Lock()

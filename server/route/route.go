@@ -54,10 +54,12 @@ const (
 )
 
 // New returns an empty matcher for the exchange type kind (one of the Kind
-// constants but KindModulusHash, which needs NewModulusHash's ordering), or an
-// error wrapping ErrUnknownKind. An x-consistent-hash matcher from New hashes
-// the routing key.
-func New[D comparable](kind string) (Matcher[D], error) {
+// constants) with the exchange's arguments args. An x-consistent-hash
+// matcher hashes what args name (ParseHashSource; an error is an
+// *ArgsError); an x-modulus-hash matcher counts its bindings in the order
+// less sorts them, which it needs (the other types ignore less). An unknown
+// kind is an error wrapping ErrUnknownKind.
+func New[D comparable](kind string, args amqp.Table, less func(a, b Binding[D]) bool) (Matcher[D], error) {
 	switch kind {
 	case KindDirect:
 		return NewDirect[D](), nil
@@ -68,7 +70,16 @@ func New[D comparable](kind string) (Matcher[D], error) {
 	case KindHeaders:
 		return NewHeaders[D](), nil
 	case KindConsistentHash:
-		return NewConsistentHash[D](HashSource{}), nil
+		src, err := ParseHashSource(args)
+		if err != nil {
+			return nil, err
+		}
+		return NewConsistentHash[D](src), nil
+	case KindModulusHash:
+		if less == nil {
+			return nil, fmt.Errorf("route: exchange type %q needs a binding order", kind)
+		}
+		return NewModulusHash(less), nil
 	case KindRandom, KindLocalRandom:
 		return NewRandom[D](), nil
 	}

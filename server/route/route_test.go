@@ -35,7 +35,7 @@ func collect[D cmp.Ordered](t testing.TB, m Matcher[D], key string, h amqp.Table
 
 func mustNew[D comparable](t testing.TB, kind string) Matcher[D] {
 	t.Helper()
-	m, err := New[D](kind)
+	m, err := New[D](kind, nil, nil)
 	if err != nil {
 		t.Fatalf("New(%q): %v", kind, err)
 	}
@@ -43,7 +43,7 @@ func mustNew[D comparable](t testing.TB, kind string) Matcher[D] {
 }
 
 func TestNewUnknownKind(t *testing.T) {
-	_, err := New[string]("x-no-such-type")
+	_, err := New[string]("x-no-such-type", nil, nil)
 	if !errors.Is(err, ErrUnknownKind) {
 		t.Fatalf("New(x-no-such-type) error = %v, want ErrUnknownKind", err)
 	}
@@ -452,5 +452,32 @@ func TestConcurrentMatch(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// New builds every exchange type from its arguments: x-consistent-hash
+// refuses arguments its plugin refuses, and x-modulus-hash needs the order it
+// counts bindings in.
+func TestNewUsesWhatTheKindNeeds(t *testing.T) {
+	if _, err := New[string](KindConsistentHash, amqp.Table{"hash-header": "h", "hash-property": "message_id"}, nil); !errors.Is(err, ErrInvalidHashArgs) {
+		t.Errorf("x-consistent-hash with both sources: %v, want ErrInvalidHashArgs", err)
+	}
+	m, err := New[string](KindConsistentHash, amqp.Table{"hash-header": "h"}, nil)
+	if err != nil {
+		t.Fatalf("x-consistent-hash on a header: %v", err)
+	}
+	if ch, ok := m.(*ConsistentHash[string]); !ok {
+		t.Errorf("x-consistent-hash made a %T", m)
+	} else if ch.src != (HashSource{kind: hashHeader, name: "h"}) {
+		t.Errorf("x-consistent-hash on header h hashes %+v", ch.src)
+	}
+	if _, err := New[string](KindModulusHash, nil, nil); err == nil {
+		t.Error("x-modulus-hash without a binding order was made")
+	}
+	less := func(a, b Binding[string]) bool { return a.Dest < b.Dest }
+	if m, err := New(KindModulusHash, nil, less); err != nil {
+		t.Errorf("x-modulus-hash: %v", err)
+	} else if _, ok := m.(*ModulusHash[string]); !ok {
+		t.Errorf("x-modulus-hash made a %T", m)
 	}
 }
