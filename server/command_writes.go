@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -10,35 +9,33 @@ import (
 // same whether the command was made here or decoded from another node.
 
 func (c DeclareVhost) writes(b *metaBatch) error {
-	return b.put(bucketVhosts, []byte(c.Name), newMetaVhost(c.Name, c.Meta))
+	return b.put(bucketVhosts, metaKey(c.Name), newMetaVhost(c.Name, c.Meta))
 }
 
 func (c DeleteVhost) writes(b *metaBatch) error {
-	b.delete(bucketVhosts, []byte(c.Name))
-	prefix := append([]byte(c.Name), 0)
+	b.delete(bucketVhosts, metaKey(c.Name))
+	prefix := metaKeyPrefix(c.Name)
 	for _, bucket := range [][]byte{bucketExchanges, bucketQueues, bucketBindings, bucketPolicies, bucketParameters} {
 		b.deletePrefix(bucket, prefix)
 	}
-	// Permission keys are user NUL vhost; topic permission keys user NUL vhost NUL exchange.
-	b.deleteMatching(bucketPermissions, nil, func(k []byte) bool {
-		_, v, ok := bytes.Cut(k, []byte{0})
-		return ok && string(v) == c.Name
-	})
-	b.deleteMatching(bucketTopicPermissions, nil, func(k []byte) bool {
-		_, v, ok := bytes.Cut(k, []byte{0})
-		return ok && bytes.HasPrefix(v, prefix)
-	})
+	// Permission keys are (user, vhost); topic permission keys (user, vhost, exchange).
+	onVhost := func(k []byte) bool {
+		parts, err := splitMetaKey(k)
+		return err == nil && len(parts) > 1 && parts[1] == c.Name
+	}
+	b.deleteMatching(bucketPermissions, nil, onVhost)
+	b.deleteMatching(bucketTopicPermissions, nil, onVhost)
 	return nil
 }
 
 func (c PutUser) writes(b *metaBatch) error {
-	return b.put(bucketUsers, []byte(c.Name), metaUser{Name: c.Name, PasswordHash: c.PasswordHash, Tags: c.Tags, LoopbackOnly: c.LoopbackOnly})
+	return b.put(bucketUsers, metaKey(c.Name), metaUser{Name: c.Name, PasswordHash: c.PasswordHash, Tags: c.Tags, LoopbackOnly: c.LoopbackOnly})
 }
 
 func (c DeleteUser) writes(b *metaBatch) error {
-	b.delete(bucketUsers, []byte(c.Name))
-	b.deletePrefix(bucketPermissions, append([]byte(c.Name), 0))
-	b.deletePrefix(bucketTopicPermissions, append([]byte(c.Name), 0))
+	b.delete(bucketUsers, metaKey(c.Name))
+	b.deletePrefix(bucketPermissions, metaKeyPrefix(c.Name))
+	b.deletePrefix(bucketTopicPermissions, metaKeyPrefix(c.Name))
 	return nil
 }
 
@@ -60,7 +57,7 @@ func (c ClearTopicPermissions) writes(b *metaBatch) error {
 	if c.Exchange != "" {
 		b.delete(bucketTopicPermissions, metaKey(c.User, c.Vhost, c.Exchange))
 	} else {
-		b.deletePrefix(bucketTopicPermissions, append(metaKey(c.User, c.Vhost), 0))
+		b.deletePrefix(bucketTopicPermissions, metaKeyPrefix(c.User, c.Vhost))
 	}
 	return nil
 }
@@ -101,11 +98,11 @@ func (c SetGlobalParameter) writes(b *metaBatch) error {
 	if err != nil {
 		return fmt.Errorf("%w: global parameter %q: %v", ErrInvalid, c.Name, err)
 	}
-	return b.put(bucketGlobals, []byte(c.Name), metaParameter{Name: c.Name, Value: raw})
+	return b.put(bucketGlobals, metaKey(c.Name), metaParameter{Name: c.Name, Value: raw})
 }
 
 func (c ClearGlobalParameter) writes(b *metaBatch) error {
-	b.delete(bucketGlobals, []byte(c.Name))
+	b.delete(bucketGlobals, metaKey(c.Name))
 	return nil
 }
 
@@ -121,8 +118,8 @@ func (c DeclareExchange) writes(b *metaBatch) error {
 func (c DeleteExchange) writes(b *metaBatch) error {
 	b.delete(bucketExchanges, metaKey(c.Vhost, c.Name))
 	// Bindings from it, then bindings to it.
-	b.deletePrefix(bucketBindings, append(metaKey(c.Vhost, c.Name), 0))
-	b.deleteMatching(bucketBindings, append([]byte(c.Vhost), 0), bindingTo("exchange", c.Name))
+	b.deletePrefix(bucketBindings, metaKeyPrefix(c.Vhost, c.Name))
+	b.deleteMatching(bucketBindings, metaKeyPrefix(c.Vhost), bindingTo("exchange", c.Name))
 	return nil
 }
 
@@ -135,16 +132,16 @@ func (c DeclareQueue) writes(b *metaBatch) error {
 
 func (c DeleteQueue) writes(b *metaBatch) error {
 	b.delete(bucketQueues, metaKey(c.Vhost, c.Name))
-	b.deleteMatching(bucketBindings, append([]byte(c.Vhost), 0), bindingTo("queue", c.Name))
+	b.deleteMatching(bucketBindings, metaKeyPrefix(c.Vhost), bindingTo("queue", c.Name))
 	return nil
 }
 
-// bindingTo matches the binding keys of a vhost (after its prefix: source
-// NUL kind NUL destination NUL ...) whose destination is kind name.
+// bindingTo matches the binding keys of a vhost (after its prefix: source,
+// kind, destination, routing key, arguments) whose destination is kind name.
 func bindingTo(kind, name string) func([]byte) bool {
 	return func(k []byte) bool {
-		parts := bytes.SplitN(k, []byte{0}, 4)
-		return len(parts) == 4 && string(parts[1]) == kind && string(parts[2]) == name
+		parts, err := splitMetaKey(k)
+		return err == nil && len(parts) == 5 && parts[1] == kind && parts[2] == name
 	}
 }
 

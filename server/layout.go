@@ -11,10 +11,10 @@ import (
 	"strings"
 )
 
-// The data directory (layout 2):
+// The data directory (layout 3):
 //
-//	data/meta.db                               definitions (bbolt)
-//	data/layout                                "2": the layout of data/vhosts
+//	data/meta.db                               definitions (bbolt), keyed by metaKey
+//	data/layout                                "3": the layout of data/vhosts and meta.db's keys
 //	data/vhosts/<h>/.name                      the vhost's name, byte for byte
 //	data/vhosts/<h>/msgstore/                  the vhost's message store
 //	data/vhosts/<h>/queues/<h>/.name, <n>.qi   a durable queue's index
@@ -32,11 +32,14 @@ import (
 // (as RabbitMQ keeps a .vhost file in its hashed vhost directories) lets a
 // person see whose directory it is, and is checked at every open so a
 // directory moved under another name is refused instead of mixed up.
-// Layout 1 percent-encoded the names; migrateLayout moves it to layout 2.
+// Layout 1 percent-encoded the names, and layouts 1 and 2 joined the parts
+// of meta.db's keys with NUL, which two names could share (meta_key.go);
+// migrateLayout moves both to layout 3. A broker that knows only layout 2
+// refuses a layout 3 directory instead of misreading its keys.
 
 // layoutVersion is what data/layout holds once the vhosts directory is in
-// the layout nameDir defines.
-const layoutVersion = "2"
+// the layout nameDir defines and meta.db's keys are metaKey's.
+const layoutVersion = "3"
 
 // nameFile is the file in every hashed directory that records its name.
 const nameFile = ".name"

@@ -25,14 +25,12 @@ func legacyDirName(name string) string {
 	return esc
 }
 
-// migrateLayout moves a layout 1 data directory to layout 2, driven by the
-// definitions in meta.db: for each vhost its message store, and for each
-// durable queue its index or stream log, is renamed from its percent-encoded
-// directory to its hashed one. Every step is one rename, done only while the
-// old path exists and the new one does not, and data/layout is written last:
-// a crash in the middle leaves every file at one of its two paths, and the
-// next start finishes the move. Directories no definition names are left
-// where they are and logged.
+// migrateLayout moves a layout 1 or 2 data directory to layout 3. From
+// layouts 1 and 2 meta.db's keys move to metaKey's encoding, in one
+// transaction (migrateMetaKeys). From layout 1 the files move too
+// (migrateLayout1Dirs). data/layout is written last, so a start that dies
+// before it does the remaining steps again, and each step does nothing the
+// second time.
 func migrateLayout(dataDir string, meta *metaStore, log *slog.Logger) error {
 	have, err := readLayout(dataDir)
 	switch {
@@ -40,9 +38,36 @@ func migrateLayout(dataDir string, meta *metaStore, log *slog.Logger) error {
 		return fmt.Errorf("server: reading the data directory's layout: %w", err)
 	case have == layoutVersion:
 		return nil
-	case have != "":
+	case have != "" && have != "2":
 		return fmt.Errorf("server: %s: unknown layout %q (this broker knows layout %s)", filepath.Join(dataDir, "layout"), have, layoutVersion)
 	}
+	moved, err := migrateMetaKeys(meta)
+	if err != nil {
+		return fmt.Errorf("%w: moving the keys of meta.db to layout %s: %w", ErrMetaUnreadable, layoutVersion, err)
+	}
+	if moved > 0 {
+		log.Info("meta.db keys moved to layout "+layoutVersion, "records", moved)
+	}
+	if have == "" {
+		if err := migrateLayout1Dirs(dataDir, meta, log); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dataDir, "layout"), []byte(layoutVersion+"\n"), true)
+}
+
+// migrateLayout1Dirs moves a layout 1 data directory's files to their
+// layout 2 (and 3) paths, driven by the definitions in meta.db: for each
+// vhost its message store, and for each durable queue its index or stream
+// log, is renamed from its percent-encoded directory to its hashed one.
+// Every step is one rename, done only while the old path exists and the new
+// one does not: a crash in the middle leaves every file at one of its two
+// paths, and the next start finishes the move. Directories no definition
+// names are left where they are and logged.
+func migrateLayout1Dirs(dataDir string, meta *metaStore, log *slog.Logger) error {
 	vhostsDir := filepath.Join(dataDir, "vhosts")
 	if _, err := os.Stat(vhostsDir); err == nil {
 		queues, err := durableQueueNames(meta)
@@ -53,7 +78,7 @@ func migrateLayout(dataDir string, meta *metaStore, log *slog.Logger) error {
 		for vhost, names := range queues {
 			n, err := migrateVhost(vhostsDir, vhost, names)
 			if err != nil {
-				return fmt.Errorf("server: moving vhost %q to layout %s: %w", vhost, layoutVersion, err)
+				return fmt.Errorf("server: moving the files of vhost %q out of layout 1: %w", vhost, err)
 			}
 			moved += n
 		}
@@ -61,14 +86,11 @@ func migrateLayout(dataDir string, meta *metaStore, log *slog.Logger) error {
 			return err
 		}
 		logLegacyLeftovers(vhostsDir, log)
-		log.Info("data directory moved to layout "+layoutVersion, "vhosts", len(queues), "directories_moved", moved)
+		log.Info("data directory files moved from layout 1", "vhosts", len(queues), "directories_moved", moved)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(dataDir, "layout"), []byte(layoutVersion+"\n"), true)
+	return nil
 }
 
 // durableQueueNames maps every vhost in meta.db to its durable queues' names.

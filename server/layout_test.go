@@ -22,8 +22,8 @@ var layout1Queues = []string{"q", "a/b", strings.Repeat("long", 60), "names\xff\
 
 // fillLayout1 builds a data directory with messages in every vhost and
 // queue, then turns it into layout 1: percent-encoded directories, no .name
-// files, no data/layout, and meta.db records as encoding/json alone wrote
-// them (invalid UTF-8 replaced by U+FFFD).
+// files, no data/layout, meta.db keys joined with NUL, and meta.db records
+// as encoding/json alone wrote them (invalid UTF-8 replaced by U+FFFD).
 func fillLayout1(t *testing.T, dir string) {
 	t.Helper()
 	ts := startServer(t, withDataDir(dir))
@@ -51,6 +51,7 @@ func fillLayout1(t *testing.T, dir string) {
 		must(t, os.RemoveAll(from))
 	}
 	must(t, os.Remove(filepath.Join(dir, "layout")))
+	nulJoinKeys(t, filepath.Join(dir, "meta.db"))
 	stripRawNames(t, filepath.Join(dir, "meta.db"))
 }
 

@@ -17,8 +17,8 @@ import (
 // refuses to start rather than run with half its definitions.
 var ErrMetaUnreadable = errors.New("server: metadata store unreadable")
 
-// Buckets of meta.db. Keys join their parts with NUL, which AMQP names may
-// not contain in practice and which sorts before every printable byte.
+// Buckets of meta.db. Every key is metaKey of the definition's names
+// (meta_key.go).
 var (
 	bucketVhosts      = []byte("vhosts")
 	bucketUsers       = []byte("users")
@@ -154,17 +154,6 @@ func createBuckets(db *bolt.DB) error {
 }
 
 func (m *metaStore) close() error { return m.db.Close() }
-
-func metaKey(parts ...string) []byte {
-	var b bytes.Buffer
-	for i, p := range parts {
-		if i > 0 {
-			b.WriteByte(0)
-		}
-		b.WriteString(p)
-	}
-	return b.Bytes()
-}
 
 // metaBatch is the writes of one definition change, committed together by
 // metaStore.commit so a crash leaves meta.db with all of them or none: a

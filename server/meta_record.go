@@ -202,19 +202,28 @@ func checkKey(key []byte, r keyedRecord) error {
 	if bytes.Equal(key, metaKey(parts...)) {
 		return nil
 	}
-	exact := strings.Split(string(key), "\x00")
-	if len(exact) != len(fields) {
+	exact, err := splitMetaKeyN(key, len(fields))
+	if err != nil || !partsMatch(exact, parts) {
 		return fmt.Errorf("record does not match its key")
-	}
-	for i, p := range exact {
-		if p != parts[i] && lossyJSON(p) != parts[i] {
-			return fmt.Errorf("record does not match its key")
-		}
 	}
 	for i, p := range exact {
 		*fields[i] = p
 	}
 	return nil
+}
+
+// partsMatch reports whether a key's exact parts are the record's fields,
+// each as it is or as JSON made it lossy.
+func partsMatch(exact, fields []string) bool {
+	if len(exact) != len(fields) {
+		return false
+	}
+	for i, p := range exact {
+		if p != fields[i] && lossyJSON(p) != fields[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // lossyJSON is s as a JSON string round trip returns it.
