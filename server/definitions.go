@@ -181,11 +181,13 @@ func retarget(d Definitions, vhost string) Definitions {
 type defIndex struct {
 	vhosts    map[string]bool
 	users     map[string]bool
-	exchanges map[string]string // vhost NUL name → type
-	queues    map[string]bool   // vhost NUL name
+	exchanges map[string]string // defKey → type
+	queues    map[string]bool   // defKey
 }
 
-func defKey(vhost, name string) string { return vhost + "\x00" + name }
+// defKey identifies an exchange or queue of a vhost; it is meta.db's key of
+// the pair, which two pairs never share (a NUL may be in either name).
+func defKey(vhost, name string) string { return string(metaKey(vhost, name)) }
 
 func (s *Server) indexDefinitions(d *Definitions) defIndex {
 	ix := defIndex{vhosts: map[string]bool{}, users: map[string]bool{}, exchanges: map[string]string{}, queues: map[string]bool{}}

@@ -339,8 +339,10 @@ func (u *importUndo) bindingsOf(src *Exchange) map[string]bool {
 	return m
 }
 
+// bindingKeyOf identifies a binding among its source's, as the tail of its
+// meta.db key, which no two bindings share.
 func bindingKeyOf(b BindingInfo) string {
-	return b.DestinationType + "\x00" + b.Destination + "\x00" + b.RoutingKey + "\x00" + canonicalArgs(b.Arguments)
+	return string(metaKey(b.DestinationType, b.Destination, b.RoutingKey, canonicalArgs(b.Arguments)))
 }
 
 // unbindAdmin removes binding b (nothing if it is gone already).

@@ -231,3 +231,36 @@ func TestDefinitionsImportFailingBindingLeavesNothing(t *testing.T) {
 	}
 	checkBaselineOnly(t, ts, "after the failed binding")
 }
+
+// An import tells apart names that differ only around a NUL: a binding to
+// queue "a\x00b" of vhost "v" is refused when only queue "b" of vhost
+// "v\x00a" exists, and a failed import unbinds the binding to "q\x00x" it
+// made even though the binding to "q" with key "x\x00y" was there before.
+func TestDefinitionsImportTellsNULNamesApart(t *testing.T) {
+	ts := startServer(t)
+	declareNULDefinitions(t, ts)
+	missing := Definitions{Bindings: []BindingInfo{{Vhost: "v", Source: "amq.direct", Destination: "a\x00b", DestinationType: DestQueue, RoutingKey: "k"}}}
+	must(t, ts.DeleteQueue("v", "a\x00b", false, false))
+	if err := ts.ImportDefinitions(missing, ""); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "destination does not exist") {
+		t.Fatalf("import of a binding to a missing queue: %v, want ErrInvalid: destination does not exist", err)
+	}
+
+	must(t, ts.Unbind(BindingInfo{Vhost: "/", Source: "amq.direct", Destination: "q\x00x", DestinationType: DestQueue, RoutingKey: "y"}))
+	_, ch := ts.channel(t)
+	_, err := ch.QueueDeclare("excl", false, false, true, false, nil)
+	must(t, err)
+	failing := Definitions{Bindings: []BindingInfo{
+		{Vhost: "/", Source: "amq.direct", Destination: "q\x00x", DestinationType: DestQueue, RoutingKey: "y"},
+		{Vhost: "/", Source: "amq.direct", Destination: "excl", DestinationType: DestQueue, RoutingKey: "k"},
+	}}
+	var ae *amqp.Error
+	if err := ts.ImportDefinitions(failing, ""); !errors.As(err, &ae) || ae.Code != amqp.ResourceLocked {
+		t.Fatalf("import binding another connection's exclusive queue: %v, want 405", err)
+	}
+	if n := len(ts.Vhost("/").LookupQueue("q\x00x").Bindings()); n != 1 {
+		t.Errorf(`queue "q\x00x" has %d bindings after the failed import, want only the default exchange's`, n)
+	}
+	if n := len(ts.Vhost("/").LookupQueue("q").Bindings()); n != 4 {
+		t.Errorf(`queue "q" has %d bindings after the failed import, want its 4`, n)
+	}
+}
