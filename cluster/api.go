@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"github.com/hashicorp/raft"
+)
+
+// IsLeader reports whether this node leads the metadata Raft group (and so
+// runs the controller).
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's node name and cluster address, empty
+// when none is known.
+func (n *Node) Leader() (name, addr string) {
+	a, id := n.raft.LeaderWithID()
+	name, _ = splitServerID(id)
+	return name, string(a)
+}
+
+// LeaderCh delivers true when this node becomes leader and false when it
+// stops; it holds only the latest value, so a slow reader sees the current
+// state, not every transition.
+func (n *Node) LeaderCh() <-chan bool { return n.leaderCh }
+
+// Members returns every node gossip knows, sorted by name; dead and left
+// nodes stay listed until forgotten. (memberlist's suspect state is not
+// reported by its events, so a suspect node shows alive until declared
+// dead.)
+func (n *Node) Members() []Member { return n.mem.list() }
+
+// Events delivers membership changes. It is bounded: when the reader lags,
+// events are dropped (DroppedEvents counts them) and Members is the truth.
+func (n *Node) Events() <-chan Event { return n.mem.events }
+
+// DroppedEvents counts events dropped because Events was full.
+func (n *Node) DroppedEvents() uint64 { return n.mem.dropped.Load() }
+
+// SetAlarms sets this node's resource alarm bits and gossips them.
+func (n *Node) SetAlarms(a Alarms) error {
+	return n.mem.update(func(m *localMeta) { m.alarms = a }, n.cfg.RPCTimeout)
+}
+
+// Status is a point-in-time view of the node for operators.
+type Status struct {
+	Name, ID, Addr string
+	RaftState      string // Leader, Follower, Candidate, Shutdown
+	Leader         string // leader's node name, empty if unknown
+	LeaderAddr     string
+	Term           uint64
+	LastIndex      uint64
+	CommitIndex    uint64
+	AppliedIndex   uint64 // by this node's FSM
+	Voters         []string
+	NonVoters      []string
+	Members        []Member
+	AuthFailures   uint64 // inbound connections refused by authentication
+	JoinError      string // why the leader last refused to add this node
+	DroppedEvents  uint64
+}
+
+// Status returns the node's view of the cluster.
+func (n *Node) Status() Status {
+	leader, leaderAddr := n.Leader()
+	st := Status{
+		Name: n.cfg.NodeName, ID: n.id, Addr: n.Addr(),
+		RaftState: n.raft.State().String(), Leader: leader, LeaderAddr: leaderAddr,
+		Term: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(),
+		AppliedIndex: n.fsm.appliedIndex(), Members: n.Members(),
+		AuthFailures: n.trans.AuthFailures(), DroppedEvents: n.DroppedEvents(),
+	}
+	if servers, err := n.servers(); err == nil {
+		for _, s := range servers {
+			name, _ := splitServerID(s.ID)
+			if s.Suffrage == raft.Voter {
+				st.Voters = append(st.Voters, name)
+			} else {
+				st.NonVoters = append(st.NonVoters, name)
+			}
+		}
+	}
+	n.mu.Lock()
+	if n.joinErr != nil {
+		st.JoinError = n.joinErr.Error()
+	}
+	n.mu.Unlock()
+	return st
+}
