@@ -55,6 +55,7 @@ type Status struct {
 	AuthFailures   uint64 // inbound connections refused by authentication
 	JoinError      string // why the leader last refused to add this node
 	DroppedEvents  uint64
+	Bootstrapped   bool // this process bootstrapped the Raft group
 }
 
 // Status returns the node's view of the cluster.
@@ -66,6 +67,7 @@ func (n *Node) Status() Status {
 		Term: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(),
 		AppliedIndex: n.fsm.appliedIndex(), Members: n.Members(),
 		AuthFailures: n.trans.AuthFailures(), DroppedEvents: n.DroppedEvents(),
+		Bootstrapped: n.bootstrapped.Load(),
 	}
 	if servers, err := n.servers(); err == nil {
 		for _, s := range servers {

@@ -103,7 +103,10 @@ func (n *Node) tryJoinOrBootstrap() {
 		}
 		n.log.Info("bootstrapping the metadata raft group", "servers", len(servers))
 		err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
-		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		switch {
+		case err == nil:
+			n.bootstrapped.Store(true)
+		case !errors.Is(err, raft.ErrCantBootstrap):
 			n.log.Error("raft bootstrap failed", "error", err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -38,6 +39,8 @@ type Node struct {
 	store    *raftboltdb.BoltStore
 	notifyCh chan bool
 	leaderCh chan bool
+
+	bootstrapped atomic.Bool // this node ran BootstrapCluster
 
 	mu        sync.Mutex
 	joinErr   error                       // last refusal of our join, for Status

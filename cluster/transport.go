@@ -147,11 +147,15 @@ func (t *Transport) untrack(c net.Conn) {
 	t.mu.Unlock()
 }
 
+// serveConn authenticates conn and hands it to its class's handler. The
+// connection stays tracked until its owner closes it, so close can end
+// even the readers of connections handed to Raft and memberlist (Raft's
+// NetworkTransport does not close its inbound connections itself).
 func (t *Transport) serveConn(conn net.Conn) {
 	defer t.wg.Done()
-	defer t.untrack(conn)
 	peer, class, br, err := handshakeAccept(conn, t.key, t.cluster, t.self, t.timeout)
 	if err != nil {
+		t.untrack(conn)
 		if errors.Is(err, ErrAuthFailed) {
 			t.authFailures.Add(1)
 			t.log.Warn("cluster connection refused", "remote", conn.RemoteAddr().String(), "error", err)
@@ -166,10 +170,11 @@ func (t *Transport) serveConn(conn net.Conn) {
 	t.mu.Unlock()
 	if h == nil {
 		t.log.Warn("cluster connection of unknown class", "remote", peer.name, "class", class)
+		t.untrack(conn)
 		conn.Close()
 		return
 	}
-	h(t.faults.wrap(&bufConn{Conn: conn, r: br}, t.self.addr, peer.addr), peer)
+	h(t.faults.wrap(&bufConn{Conn: conn, r: br, t: t}, t.self.addr, peer.addr), peer)
 }
 
 // Dial opens an authenticated connection of class to addr.
@@ -218,10 +223,17 @@ func (t *Transport) close() {
 	t.wg.Wait()
 }
 
-// bufConn reads first what the handshake's reader buffered.
+// bufConn is an inbound connection after its handshake: it reads first
+// what the handshake's reader buffered, and closing it untracks it.
 type bufConn struct {
 	net.Conn
 	r *bufio.Reader
+	t *Transport
 }
 
 func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *bufConn) Close() error {
+	c.t.untrack(c.Conn)
+	return c.Conn.Close()
+}
