@@ -89,8 +89,9 @@ func (n *Node) applyLocal(ctx context.Context, data []byte) (uint64, error, erro
 func (n *Node) forwardPropose(ctx context.Context, leader string, data []byte) (uint64, error, error) {
 	resp, err := n.rpc.call(ctx, leader, methodPropose, data)
 	switch {
-	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrShutdown) && !n.stopped():
-		return 0, nil, ErrNotLeader // the leader moved or is stopping
+	case errors.Is(err, ErrNotLeader), errors.Is(err, errNotSent),
+		errors.Is(err, ErrShutdown) && !n.stopped():
+		return 0, nil, ErrNotLeader // the leader moved, is stopping or unreachable: not appended
 	case errors.Is(err, ErrNoQuorum):
 		return 0, nil, err
 	case err != nil:

@@ -24,6 +24,18 @@ const (
 	frameResponse     = 2
 )
 
+// errNotSent marks an RPC failure before the request left this node (dial,
+// handshake, or a connection already known dead), so the caller may send
+// it again without risking a duplicate.
+var errNotSent = errors.New("cluster: rpc request not sent")
+
+func notSent(err error) error {
+	if errors.Is(err, ErrShutdown) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errNotSent, err)
+}
+
 // RemoteError is a refusal from the remote handler that is not one of the
 // package's sentinels.
 type RemoteError struct {
@@ -82,11 +94,11 @@ func (r *rpc) call(ctx context.Context, addr, method string, payload []byte) ([]
 	}
 	c, err := r.client(ctx, addr)
 	if err != nil {
-		return nil, err
+		return nil, notSent(err)
 	}
 	id, ch, err := c.register()
 	if err != nil {
-		return nil, err
+		return nil, notSent(err)
 	}
 	defer c.unregister(id)
 	dl, _ := ctx.Deadline()

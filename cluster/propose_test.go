@@ -1,0 +1,180 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Every node may propose; Propose returns after the proposing node's own
+// FSM has applied the entry (read-your-writes), every node applies the same
+// sequence, and a deterministic refusal comes back as the result, not as a
+// failure.
+func TestProposeOnEveryNodeAppliesEverywhereInOrder(t *testing.T) {
+	nodes := startCluster(t, 3, 3, nil)
+	checkFormed(t, nodes, 3, 15*time.Second)
+	var want []string
+	for round := range 3 {
+		for _, n := range nodes {
+			data := fmt.Sprintf("%s-%d", n.Name(), round)
+			propose(t, n, data)
+			want = append(want, data)
+			if got := n.fsm.data(); len(got) == 0 || got[len(got)-1] != data {
+				t.Fatalf("%s: Propose returned before its FSM applied %q (has %q)", n.Name(), data, got)
+			}
+		}
+	}
+	follower := nodes[0]
+	if follower.IsLeader() {
+		follower = nodes[1]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	result, err := follower.Propose(ctx, []byte("refuse:x"))
+	if err != nil || result == nil || result.Error() != "refused x" {
+		t.Fatalf("refused entry on a follower: result %v, err %v", result, err)
+	}
+	want = append(want, "refuse:x")
+	waitSameData(t, nodes, want, 10*time.Second)
+}
+
+// A leader killed without leaving: a survivor's Propose succeeds within
+// the design's 10 s.
+func TestProposeAfterLeaderKilled(t *testing.T) {
+	nodes := startCluster(t, 3, 3, nil)
+	checkFormed(t, nodes, 3, 15*time.Second)
+	leader := waitLeader(t, nodes, 10*time.Second)
+	propose(t, leader, "before")
+	if err := leader.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	var survivors []*testNode
+	for _, n := range nodes {
+		if n != leader {
+			survivors = append(survivors, n)
+		}
+	}
+	// A proposal in flight when the leader dies has an unknown outcome
+	// (ErrNoQuorum: it may or may not commit); a client retries. Within
+	// 10 s of the kill one must succeed.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var committed string
+	for attempt := 1; committed == ""; attempt++ {
+		data := fmt.Sprintf("after-%d", attempt)
+		result, err := survivors[attempt%2].Propose(ctx, []byte(data))
+		switch {
+		case err == nil && result == nil:
+			committed = data
+		case errors.Is(err, ErrNoQuorum) && ctx.Err() == nil:
+			t.Logf("attempt %d: %v", attempt, err)
+		default:
+			t.Fatalf("propose after the leader died: result %v, err %v (after %v)", result, err, time.Since(start))
+		}
+	}
+	t.Logf("proposal committed %v after the leader was killed", time.Since(start).Round(time.Millisecond))
+	eventually(t, 10*time.Second, func() string {
+		a, b := survivors[0].fsm.data(), survivors[1].fsm.data()
+		if !equalStrings(a, b) || len(a) < 2 || a[0] != "before" || !contains(a, committed) {
+			return fmt.Sprintf("survivors have %q and %q; want before, then %s", a, b, committed)
+		}
+		return ""
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// A node down while entries are committed catches up when restarted on its
+// data, and the replay of its log applies nothing twice.
+func TestRestartedNodeCatchesUpWithoutReapplying(t *testing.T) {
+	nodes := startCluster(t, 3, 3, nil)
+	checkFormed(t, nodes, 3, 15*time.Second)
+	want := []string{"a", "b", "c"}
+	for _, d := range want {
+		propose(t, nodes[0], d)
+	}
+	waitSameData(t, nodes, want, 10*time.Second)
+	down := nodes[2]
+	if down.IsLeader() {
+		down = nodes[1]
+	}
+	if err := down.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	var up []*testNode
+	for _, n := range nodes {
+		if n != down {
+			up = append(up, n)
+		}
+	}
+	for i := range 20 {
+		d := fmt.Sprintf("while-down-%d", i)
+		propose(t, up[i%2], d)
+		want = append(want, d)
+	}
+	back := down.restart(t)
+	waitSameData(t, append(up, back), want, 15*time.Second)
+	if r := back.fsm.replayed(); r != 0 {
+		t.Fatalf("the restarted node's FSM was handed %d entries it had applied", r)
+	}
+	propose(t, back, "after-restart")
+	waitSameData(t, append(up, back), append(want, "after-restart"), 10*time.Second)
+}
+
+// A leader cut off from the others (both directions) refuses proposals
+// with ErrNoQuorum within the caller's bound; the majority elects a new
+// leader and goes on; after healing every node has one history.
+func TestMinorityPartitionRefusesAndHealsToOneHistory(t *testing.T) {
+	faults := NewFaults()
+	nodes := startCluster(t, 3, 3, faults)
+	checkFormed(t, nodes, 3, 15*time.Second)
+	old := waitLeader(t, nodes, 10*time.Second)
+	propose(t, old, "before")
+	var majority []*testNode
+	var majorityAddrs []string
+	for _, n := range nodes {
+		if n != old {
+			majority = append(majority, n)
+			majorityAddrs = append(majorityAddrs, n.Addr())
+		}
+	}
+	faults.Partition([]string{old.Addr()}, majorityAddrs)
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := old.Propose(ctx, []byte("minority"))
+	if !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("propose on the minority side: %v, want ErrNoQuorum", err)
+	}
+	if elapsed := time.Since(start); elapsed > 4*time.Second {
+		t.Fatalf("minority propose took %v, bound 3 s", elapsed)
+	}
+	newLeader := waitLeader(t, majority, 10*time.Second)
+	propose(t, newLeader, "majority-1")
+	other := majority[0]
+	if other == newLeader {
+		other = majority[1]
+	}
+	propose(t, other, "majority-2")
+
+	faults.Heal()
+	waitLeader(t, nodes, 15*time.Second)
+	want := majority[0].fsm.data()
+	waitSameData(t, nodes, want, 15*time.Second)
+	for _, d := range want {
+		if d == "minority" {
+			t.Fatalf("the refused minority entry was applied: %q", want)
+		}
+	}
+}
