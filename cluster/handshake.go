@@ -37,14 +37,15 @@ type peerInfo struct {
 // A handshake is a mutual challenge-response over both nonces:
 //
 //	dialer   → magic, cluster name, nonceD
-//	acceptor → magic, nonceA, name, addr, HMAC(auth, "acceptor", cluster, nonceD, nonceA, name, addr)
+//	acceptor → magic, nonceA, name, addr
 //	dialer   → name, addr, HMAC(auth, "dialer", cluster, nonceD, nonceA, name, addr)
-//	acceptor → OK
+//	acceptor → OK, HMAC(auth, "acceptor", cluster, nonceD, nonceA, name, addr)
 //	dialer   → class byte
 //
 // The role labels keep one side's proof from being replayed as the other's;
 // fresh nonces on both sides keep a recorded exchange from being replayed.
-// The acceptor proves first so a dialer never talks to an impostor.
+// The dialer proves first so the node that refuses an intruder is the one
+// it dialed, which logs and counts it.
 func handshakeDial(conn net.Conn, k []byte, cluster string, self peerInfo, class byte, timeout time.Duration) (peerInfo, error) {
 	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return peerInfo{}, err
@@ -52,9 +53,8 @@ func handshakeDial(conn net.Conn, k []byte, cluster string, self peerInfo, class
 	br := bufio.NewReader(conn)
 	nonceD := make([]byte, nonceLen)
 	rand.Read(nonceD)
-	hello := appendField(append([]byte(handshakeMagic), nil...), cluster)
-	hello = append(hello, nonceD...)
-	if _, err := conn.Write(hello); err != nil {
+	hello := appendField([]byte(handshakeMagic), cluster)
+	if _, err := conn.Write(append(hello, nonceD...)); err != nil {
 		return peerInfo{}, err
 	}
 	if err := expectMagic(br); err != nil {
@@ -68,24 +68,20 @@ func handshakeDial(conn net.Conn, k []byte, cluster string, self peerInfo, class
 	if err != nil {
 		return peerInfo{}, err
 	}
-	proof := make([]byte, sha256.Size)
-	if _, err := io.ReadFull(br, proof); err != nil {
-		return peerInfo{}, err
-	}
-	if !hmac.Equal(proof, handshakeMAC(k, "acceptor", cluster, nonceD, nonceA, peer)) {
-		return peerInfo{}, fmt.Errorf("%w: %s did not prove the cluster secret", ErrAuthFailed, conn.RemoteAddr())
-	}
-	reply := appendPeer(nil, self)
-	reply = append(reply, handshakeMAC(k, "dialer", cluster, nonceD, nonceA, self)...)
-	if _, err := conn.Write(reply); err != nil {
+	proof := appendPeer(nil, self)
+	if _, err := conn.Write(append(proof, handshakeMAC(k, "dialer", cluster, nonceD, nonceA, self)...)); err != nil {
 		return peerInfo{}, err
 	}
 	ok, err := br.ReadByte()
-	if err != nil {
-		return peerInfo{}, fmt.Errorf("%w: %s refused our proof: %v", ErrAuthFailed, conn.RemoteAddr(), err)
+	if err != nil || ok != handshakeOK {
+		return peerInfo{}, fmt.Errorf("%w: %s refused our proof (wrong secret or cluster name?)", ErrAuthFailed, conn.RemoteAddr())
 	}
-	if ok != handshakeOK {
-		return peerInfo{}, fmt.Errorf("%w: %s answered %#x", ErrAuthFailed, conn.RemoteAddr(), ok)
+	theirs := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(br, theirs); err != nil {
+		return peerInfo{}, err
+	}
+	if !hmac.Equal(theirs, handshakeMAC(k, "acceptor", cluster, nonceD, nonceA, peer)) {
+		return peerInfo{}, fmt.Errorf("%w: %s (claims node %q) did not prove the cluster secret", ErrAuthFailed, conn.RemoteAddr(), peer.name)
 	}
 	if _, err := conn.Write([]byte{class}); err != nil {
 		return peerInfo{}, err
@@ -120,10 +116,7 @@ func handshakeAccept(conn net.Conn, k []byte, cluster string, self peerInfo, tim
 	}
 	nonceA := make([]byte, nonceLen)
 	rand.Read(nonceA)
-	out := append([]byte(handshakeMagic), nonceA...)
-	out = appendPeer(out, self)
-	out = append(out, handshakeMAC(k, "acceptor", cluster, nonceD, nonceA, self)...)
-	if _, err := conn.Write(out); err != nil {
+	if _, err := conn.Write(appendPeer(append([]byte(handshakeMagic), nonceA...), self)); err != nil {
 		return peerInfo{}, 0, nil, err
 	}
 	peer, err := readPeer(br)
@@ -137,7 +130,8 @@ func handshakeAccept(conn net.Conn, k []byte, cluster string, self peerInfo, tim
 	if !hmac.Equal(proof, handshakeMAC(k, "dialer", cluster, nonceD, nonceA, peer)) {
 		return peerInfo{}, 0, nil, fmt.Errorf("%w: wrong secret from %s (claims node %q)", ErrAuthFailed, conn.RemoteAddr(), peer.name)
 	}
-	if _, err := conn.Write([]byte{handshakeOK}); err != nil {
+	reply := append([]byte{handshakeOK}, handshakeMAC(k, "acceptor", cluster, nonceD, nonceA, self)...)
+	if _, err := conn.Write(reply); err != nil {
 		return peerInfo{}, 0, nil, err
 	}
 	class, err := br.ReadByte()

@@ -73,14 +73,17 @@ const (
 	metaVersion   = 1
 	metaFlagVoter = 1 << 0
 	metaFlagRaft  = 1 << 1
-	eventsBuffer  = 256
+	// metaFlagLeaving is gossiped before a graceful leave: memberlist's
+	// leave notification does not say whether a node left or died.
+	metaFlagLeaving = 1 << 2
+	eventsBuffer    = 256
 )
 
 // localMeta is this node's gossiped record.
 type localMeta struct {
 	id, bootID, addr, version string
 	alarms                    Alarms
-	voter, inRaft             bool
+	voter, inRaft, leaving    bool
 }
 
 // encode is the node meta: version, flags, alarms, then length-prefixed id,
@@ -94,6 +97,9 @@ func (m localMeta) encode() []byte {
 	if m.inRaft {
 		flags |= metaFlagRaft
 	}
+	if m.leaving {
+		flags |= metaFlagLeaving
+	}
 	b := []byte{metaVersion, flags, byte(m.alarms)}
 	for _, f := range []string{m.id, m.bootID, m.addr, m.version} {
 		b = appendField(b, f)
@@ -101,22 +107,23 @@ func (m localMeta) encode() []byte {
 	return b
 }
 
-func decodeMeta(b []byte) (Member, error) {
+// decodeMeta decodes a node meta and reports its leaving flag.
+func decodeMeta(b []byte) (Member, bool, error) {
 	if len(b) < 3 || b[0] != metaVersion {
-		return Member{}, errors.New("cluster: unknown node meta version")
+		return Member{}, false, errors.New("cluster: unknown node meta version")
 	}
 	m := Member{Voter: b[1]&metaFlagVoter != 0, InRaft: b[1]&metaFlagRaft != 0, Alarms: Alarms(b[2])}
 	rest := b[3:]
 	fields := make([]string, 4)
 	for i := range fields {
 		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
-			return Member{}, errors.New("cluster: truncated node meta")
+			return Member{}, false, errors.New("cluster: truncated node meta")
 		}
 		fields[i] = string(rest[1 : 1+int(rest[0])])
 		rest = rest[1+int(rest[0]):]
 	}
 	m.ID, m.BootID, m.Addr, m.Version = fields[0], fields[1], fields[2], fields[3]
-	return m, nil
+	return m, b[1]&metaFlagLeaving != 0, nil
 }
 
 // membership wraps memberlist: it is the delegate that publishes this
@@ -167,18 +174,21 @@ func (m *membership) NotifyLeave(n *memberlist.Node)  { m.record(EventLeave, n) 
 func (m *membership) NotifyUpdate(n *memberlist.Node) { m.record(EventUpdate, n) }
 
 func (m *membership) record(kind EventKind, n *memberlist.Node) {
-	mem, err := decodeMeta(n.Meta)
+	// memberlist hands out the Node without its state (nodeState
+	// shadows Node.State), so the state comes from the kind of event and
+	// the leaving flag.
+	mem, leaving, err := decodeMeta(n.Meta)
 	if err != nil {
 		mem = Member{} // a node of another version: keep its name and state
 	}
 	mem.Name = n.Name
-	switch n.State {
-	case memberlist.StateDead:
-		mem.State = StateDead
-	case memberlist.StateLeft:
+	switch {
+	case kind != EventLeave:
+		mem.State = StateAlive
+	case leaving:
 		mem.State = StateLeft
 	default:
-		mem.State = StateAlive
+		mem.State = StateDead
 	}
 	m.mu.Lock()
 	m.members[mem.Name] = mem

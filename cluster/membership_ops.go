@@ -214,6 +214,9 @@ func (n *Node) Leave(ctx context.Context) error {
 		return err
 	}
 	dl, _ := ctx.Deadline()
+	if err := n.mem.update(func(m *localMeta) { m.leaving = true }, time.Until(dl)); err != nil {
+		n.log.Warn("gossip leaving flag", "error", err)
+	}
 	if err := n.ml.Leave(time.Until(dl)); err != nil {
 		n.log.Warn("gossip leave", "error", err)
 	}

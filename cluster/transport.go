@@ -89,7 +89,8 @@ func (t *Transport) start() {
 // Addr is the advertised cluster address.
 func (t *Transport) Addr() string { return t.self.addr }
 
-// AuthFailures counts inbound connections refused by authentication.
+// AuthFailures counts connections, inbound or outbound, refused by
+// authentication.
 func (t *Transport) AuthFailures() uint64 { return t.authFailures.Load() }
 
 // Handle registers the handler for a connection class. The handler owns the
@@ -198,6 +199,10 @@ func (t *Transport) Dial(ctx context.Context, addr string, class byte) (net.Conn
 	fc := t.faults.wrap(conn, t.self.addr, addr)
 	if _, err := handshakeDial(fc, t.key, t.cluster, t.self, class, timeout); err != nil {
 		conn.Close()
+		if errors.Is(err, ErrAuthFailed) {
+			t.authFailures.Add(1)
+			t.log.Warn("cluster connection refused", "remote", addr, "error", err)
+		}
 		return nil, err
 	}
 	return fc, nil
