@@ -129,6 +129,9 @@ func (c *Config) Validate() error {
 		return errors.New("cluster: ClusterName must be 1 to 255 bytes")
 	case len(c.Secret) < MinSecretLen:
 		return fmt.Errorf("cluster: Secret must be at least %d characters (cluster traffic is always authenticated)", MinSecretLen)
+	case len(c.NodeID) > 64 || len(c.Version) > 64 || len(c.AdvertiseAddr) > 255:
+		// keeps the gossiped node meta within memberlist's 512 bytes
+		return errors.New("cluster: NodeID and Version must be at most 64 bytes, AdvertiseAddr 255")
 	case c.BootstrapExpect < 0:
 		return errors.New("cluster: BootstrapExpect must not be negative")
 	}

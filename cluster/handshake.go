@@ -57,7 +57,9 @@ func handshakeDial(conn net.Conn, k []byte, cluster string, self peerInfo, class
 	if _, err := conn.Write(append(hello, nonceD...)); err != nil {
 		return peerInfo{}, err
 	}
-	if err := expectMagic(br); err != nil {
+	if err := expectMagic(br); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return peerInfo{}, fmt.Errorf("%w: %s closed the connection at our hello (another cluster name?)", ErrAuthFailed, conn.RemoteAddr())
+	} else if err != nil {
 		return peerInfo{}, err
 	}
 	nonceA := make([]byte, nonceLen)

@@ -179,3 +179,27 @@ func TestWrongSecretCannotJoin(t *testing.T) {
 		t.Fatalf("intruder sees members %v, raft %v", intruder.Members(), raftServers(intruder))
 	}
 }
+
+// Alarm bits set on one node reach the others by gossip, and clear again.
+func TestAlarmsAreGossiped(t *testing.T) {
+	nodes := startCluster(t, 3, 3, nil)
+	checkFormed(t, nodes, 3, 15*time.Second)
+	alarmsSeen := func(want Alarms) func() string {
+		return func() string {
+			for _, n := range nodes {
+				if m, _ := memberState(n, "n2"); m.Alarms != want {
+					return fmt.Sprintf("%s sees n2 alarms %b, want %b", n.Name(), m.Alarms, want)
+				}
+			}
+			return ""
+		}
+	}
+	if err := nodes[1].SetAlarms(AlarmDisk | AlarmMemory); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, alarmsSeen(AlarmDisk|AlarmMemory))
+	if err := nodes[1].SetAlarms(0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, alarmsSeen(0))
+}
