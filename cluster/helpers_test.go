@@ -33,10 +33,11 @@ const testSecret = "a test secret of more than sixteen characters"
 type fileFSM struct {
 	path string
 
-	mu      sync.Mutex
-	entries []Entry
-	applied uint64
-	replays int // entries handed in at or below applied: must stay 0
+	mu       sync.Mutex
+	entries  []Entry
+	applied  uint64
+	replays  int // entries handed in at or below applied: must stay 0
+	restored int // Restore calls
 }
 
 func openFileFSM(t *testing.T, dir string) *fileFSM {
@@ -139,6 +140,9 @@ func (f *fileFSM) Restore(r io.Reader) error {
 	if err := os.Rename(f.path+".tmp", f.path); err != nil {
 		return err
 	}
+	f.mu.Lock()
+	f.restored++
+	f.mu.Unlock()
 	return f.load(bytes.NewReader(b))
 }
 
@@ -151,6 +155,12 @@ func (f *fileFSM) data() []string {
 		out[i] = string(e.Data)
 	}
 	return out
+}
+
+func (f *fileFSM) restores() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.restored
 }
 
 func (f *fileFSM) replayed() int {
@@ -233,12 +243,15 @@ func (tn *testNode) restart(t *testing.T) *testNode {
 
 // startCluster starts size nodes that know each other's addresses as
 // seeds, with BootstrapExpect expect.
-func startCluster(t *testing.T, size, expect int, faults *Faults) []*testNode {
+func startCluster(t *testing.T, size, expect int, faults *Faults, change ...func(*Config)) []*testNode {
 	t.Helper()
 	cfgs := make([]*Config, size)
 	for i := range cfgs {
 		cfgs[i] = testConfig(t, fmt.Sprintf("n%d", i+1), faults)
 		cfgs[i].BootstrapExpect = expect
+		for _, c := range change {
+			c(cfgs[i])
+		}
 	}
 	nodes := make([]*testNode, size)
 	for i, cfg := range cfgs {

@@ -178,3 +178,41 @@ func TestMinorityPartitionRefusesAndHealsToOneHistory(t *testing.T) {
 		}
 	}
 }
+
+// A node that was down while the log was compacted past its position
+// catches up from a snapshot installed through the FSM's Restore.
+func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
+	nodes := startCluster(t, 3, 3, nil, func(c *Config) { c.TrailingLogs = 2 })
+	checkFormed(t, nodes, 3, 15*time.Second)
+	propose(t, nodes[0], "first")
+	waitSameData(t, nodes, []string{"first"}, 10*time.Second)
+	down := nodes[2]
+	if down.IsLeader() {
+		down = nodes[1]
+	}
+	if err := down.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	var up []*testNode
+	for _, n := range nodes {
+		if n != down {
+			up = append(up, n)
+		}
+	}
+	want := []string{"first"}
+	for i := range 10 {
+		d := fmt.Sprintf("compacted-%d", i)
+		propose(t, up[0], d)
+		want = append(want, d)
+	}
+	for _, n := range up {
+		if err := n.raft.Snapshot().Error(); err != nil {
+			t.Fatalf("snapshot on %s: %v", n.Name(), err)
+		}
+	}
+	back := down.restart(t)
+	waitSameData(t, append(up, back), want, 15*time.Second)
+	if back.fsm.restores() == 0 {
+		t.Fatal("the restarted node caught up without installing a snapshot; the test did not compact its log")
+	}
+}
