@@ -52,10 +52,17 @@ func TestFormationThreeNodes(t *testing.T) {
 	})
 }
 
-// Five nodes with BootstrapExpect 3: the first configuration has 3 voters
-// (of the nodes up then), the others join as non-voters and are promoted
-// after PromoteAfter, up to 5 voters (design §6.1: 5 from five nodes).
+// Five nodes: three bootstrap (BootstrapExpect 3), two more join later as
+// non-voters and are promoted after PromoteAfter, up to 5 voters (design
+// §6.1: 3 voters up to four nodes, 5 from five).
 func TestFormationFiveNodesPromotesToFiveVoters(t *testing.T) {
-	nodes := startCluster(t, 5, 3, nil)
+	nodes := startCluster(t, 3, 3, nil)
+	checkFormed(t, nodes, 3, 15*time.Second)
+	for _, name := range []string{"n4", "n5"} {
+		cfg := testConfig(t, name, nil)
+		cfg.BootstrapExpect = 3
+		cfg.Seeds = []string{nodes[0].Addr()}
+		nodes = append(nodes, startNode(t, cfg))
+	}
 	checkFormed(t, nodes, 5, 20*time.Second)
 }

@@ -32,11 +32,15 @@ func TestProposeOnEveryNodeAppliesEverywhereInOrder(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	result, err := follower.Propose(ctx, []byte("refuse:x"))
-	if err != nil || result == nil || result.Error() != "refused x" {
-		t.Fatalf("refused entry on a follower: result %v, err %v", result, err)
+	leader := waitLeader(t, nodes, 10*time.Second)
+	for _, n := range []*testNode{follower, leader} {
+		data := "refuse:" + n.Name()
+		result, err := n.Propose(ctx, []byte(data))
+		if err != nil || result == nil || result.Error() != "refused "+n.Name() {
+			t.Fatalf("refused entry on %s: result %v, err %v", n.Name(), result, err)
+		}
+		want = append(want, data)
 	}
-	want = append(want, "refuse:x")
 	waitSameData(t, nodes, want, 10*time.Second)
 }
 
@@ -47,9 +51,16 @@ func TestProposeAfterLeaderKilled(t *testing.T) {
 	checkFormed(t, nodes, 3, 15*time.Second)
 	leader := waitLeader(t, nodes, 10*time.Second)
 	propose(t, leader, "before")
-	if err := leader.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
+	// Kill the leader while the survivors propose, so the first attempts
+	// meet a leader that is going away and must follow the election.
+	start := time.Now()
+	killed := make(chan error, 1)
+	go func() { killed <- leader.Shutdown() }()
+	defer func() {
+		if err := <-killed; err != nil {
+			t.Errorf("shutdown of the leader: %v", err)
+		}
+	}()
 	var survivors []*testNode
 	for _, n := range nodes {
 		if n != leader {
@@ -59,7 +70,6 @@ func TestProposeAfterLeaderKilled(t *testing.T) {
 	// A proposal in flight when the leader dies has an unknown outcome
 	// (ErrNoQuorum: it may or may not commit); a client retries. Within
 	// 10 s of the kill one must succeed.
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var committed string

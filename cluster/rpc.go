@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -125,10 +126,14 @@ func decodeRemoteError(addr, method string, code uint8, msg string) error {
 	case code == 0 && msg == "":
 		return nil
 	case int(code) < len(rpcErrorCodes) && rpcErrorCodes[code] != nil:
-		if msg == rpcErrorCodes[code].Error() {
-			return rpcErrorCodes[code]
+		sentinel := rpcErrorCodes[code]
+		if msg == sentinel.Error() {
+			return sentinel
 		}
-		return fmt.Errorf("%w (%s)", rpcErrorCodes[code], msg)
+		if rest, ok := strings.CutPrefix(msg, sentinel.Error()+": "); ok {
+			return fmt.Errorf("%w: %s", sentinel, rest)
+		}
+		return fmt.Errorf("%w (%s)", sentinel, msg)
 	default:
 		return &RemoteError{Node: addr, Method: method, Msg: msg}
 	}
