@@ -226,3 +226,49 @@ func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
 		t.Fatal("the restarted node caught up without installing a snapshot; the test did not compact its log")
 	}
 }
+
+// With a majority down, Propose fails with ErrNoQuorum within its bound; a
+// Propose waiting when a majority returns follows the election and
+// succeeds.
+func TestProposeWaitsForAMajorityToReturn(t *testing.T) {
+	nodes := startCluster(t, 3, 3, nil)
+	checkFormed(t, nodes, 3, 15*time.Second)
+	leader := waitLeader(t, nodes, 10*time.Second)
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	alone, down := rest[0], rest[1]
+	for _, n := range []*testNode{leader, down} {
+		if err := n.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := alone.Propose(ctx, []byte("alone")); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("propose without a majority: %v, want ErrNoQuorum", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("refusal took %v with a 1 s bound", d)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		result, err := alone.Propose(ctx, []byte("when-back"))
+		if result != nil {
+			err = fmt.Errorf("result %v", result)
+		}
+		done <- err
+	}()
+	back := down.restart(t)
+	if err := <-done; err != nil {
+		t.Fatalf("propose waiting for a majority: %v", err)
+	}
+	waitSameData(t, []*testNode{alone, back}, []string{"when-back"}, 10*time.Second)
+}
