@@ -214,13 +214,32 @@ func (n *Node) Leave(ctx context.Context) error {
 		return err
 	}
 	dl, _ := ctx.Deadline()
-	if err := n.mem.update(func(m *localMeta) { m.leaving = true }, time.Until(dl)); err != nil {
-		n.log.Warn("gossip leaving flag", "error", err)
-	}
+	n.announceLeaving(time.Until(dl))
 	if err := n.ml.Leave(time.Until(dl)); err != nil {
 		n.log.Warn("gossip leave", "error", err)
 	}
 	return n.Shutdown()
+}
+
+// announceLeaving gossips the leaving flag and pushes it to every live
+// member by a push/pull exchange: the leave message that follows
+// supersedes a gossiped update still in flight, and a member that got the
+// leave first would take the node for dead.
+func (n *Node) announceLeaving(timeout time.Duration) {
+	if err := n.mem.update(func(m *localMeta) { m.leaving = true }, timeout); err != nil {
+		n.log.Warn("gossip leaving flag", "error", err)
+	}
+	var addrs []string
+	for _, m := range n.mem.list() {
+		if m.State == StateAlive && m.Name != n.cfg.NodeName {
+			addrs = append(addrs, m.Addr)
+		}
+	}
+	if len(addrs) > 0 {
+		if _, err := n.ml.Join(addrs); err != nil {
+			n.log.Warn("pushing the leaving flag", "error", err)
+		}
+	}
 }
 
 func (n *Node) leaveRaft(ctx context.Context) error {

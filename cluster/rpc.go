@@ -21,6 +21,7 @@ type RPCHandler func(ctx context.Context, from string, payload []byte) ([]byte, 
 const (
 	maxRPCFrame       = 16 << 20 // bound on one request or response
 	maxRPCConcurrency = 64       // requests served at once per connection
+	rpcWriteQueue     = 256      // frames waiting for a connection's writer
 	frameRequest      = 1
 	frameResponse     = 2
 )
@@ -77,9 +78,13 @@ type rpcResponse struct {
 	err     error // transport failure
 }
 
+// rpcClientConn is one connection to a peer: callers queue frames to its
+// writer goroutine (no socket I/O under a lock) and its reader goroutine
+// hands each response to the caller waiting for that id.
 type rpcClientConn struct {
 	conn    net.Conn
-	wmu     sync.Mutex
+	out     chan []byte
+	closed  chan struct{} // closed by drop
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]chan rpcResponse
@@ -106,9 +111,12 @@ func (r *rpc) call(ctx context.Context, addr, method string, payload []byte) ([]
 	frame := binary.BigEndian.AppendUint64([]byte{frameRequest}, id)
 	frame = binary.BigEndian.AppendUint64(frame, uint64(dl.UnixMilli()))
 	frame = append(appendField(frame, method), payload...)
-	if err := c.write(frame, dl); err != nil {
-		r.drop(addr, c, err)
-		return nil, err
+	select {
+	case c.out <- frame:
+	case <-c.closed:
+		return nil, notSent(c.deadErr())
+	case <-ctx.Done():
+		return nil, notSent(ctx.Err())
 	}
 	select {
 	case resp := <-ch:
@@ -154,7 +162,7 @@ func (r *rpc) client(ctx context.Context, addr string) (*rpcClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &rpcClientConn{conn: conn, pending: make(map[uint64]chan rpcResponse)}
+	c := &rpcClientConn{conn: conn, out: make(chan []byte, rpcWriteQueue), closed: make(chan struct{}), pending: make(map[uint64]chan rpcResponse)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -166,8 +174,9 @@ func (r *rpc) client(ctx context.Context, addr string) (*rpcClientConn, error) {
 		return old, nil
 	}
 	r.clients[addr] = c
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go r.readResponses(addr, c)
+	go r.writeRequests(addr, c)
 	return c, nil
 }
 
@@ -189,11 +198,27 @@ func (c *rpcClientConn) unregister(id uint64) {
 	c.mu.Unlock()
 }
 
-func (c *rpcClientConn) write(frame []byte, deadline time.Time) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.conn.SetWriteDeadline(deadline)
-	return writeFrame(c.conn, frame)
+func (c *rpcClientConn) deadErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead
+}
+
+// writeRequests writes queued frames until the connection is dropped.
+func (r *rpc) writeRequests(addr string, c *rpcClientConn) {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-c.closed:
+			return
+		case frame := <-c.out:
+			c.conn.SetWriteDeadline(time.Now().Add(r.timeout))
+			if err := writeFrame(c.conn, frame); err != nil {
+				r.drop(addr, c, fmt.Errorf("cluster: rpc connection to %s: %w", addr, err))
+				return
+			}
+		}
+	}
 }
 
 func (r *rpc) readResponses(addr string, c *rpcClientConn) {
@@ -239,6 +264,7 @@ func (r *rpc) drop(addr string, c *rpcClientConn, err error) {
 	defer c.mu.Unlock()
 	if c.dead == nil {
 		c.dead = err
+		close(c.closed)
 	}
 	for id, ch := range c.pending {
 		ch <- rpcResponse{err: err}
@@ -260,17 +286,26 @@ func (r *rpc) close() {
 	r.wg.Wait()
 }
 
-// serve answers requests on one inbound connection until it closes.
+// serve answers requests on one inbound connection until it closes:
+// handlers run concurrently (at most maxRPCConcurrency) and queue their
+// responses to one writer goroutine.
 func (r *rpc) serve(conn net.Conn, from peerInfo) {
 	var (
-		wg  sync.WaitGroup
-		wmu sync.Mutex
-		sem = make(chan struct{}, maxRPCConcurrency)
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, maxRPCConcurrency)
+		out  = make(chan []byte, rpcWriteQueue)
+		done = make(chan struct{})
 	)
 	ctx, cancel := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.writeResponses(conn, out, done)
+	}()
 	defer func() {
 		cancel()
 		conn.Close()
+		close(done)
 		wg.Wait()
 	}()
 	br := bufio.NewReader(conn)
@@ -289,16 +324,30 @@ func (r *rpc) serve(conn net.Conn, from peerInfo) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			out := r.dispatch(ctx, from.name, method, deadline, payload)
 			frame := binary.BigEndian.AppendUint64([]byte{frameResponse}, id)
-			frame = append(frame, out...)
-			wmu.Lock()
-			defer wmu.Unlock()
+			frame = append(frame, r.dispatch(ctx, from.name, method, deadline, payload)...)
+			select {
+			case out <- frame:
+			case <-ctx.Done():
+			}
+		}()
+	}
+}
+
+// writeResponses writes queued responses until done; a write error closes
+// the connection, which ends serve's read loop.
+func (r *rpc) writeResponses(conn net.Conn, out <-chan []byte, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case frame := <-out:
 			conn.SetWriteDeadline(time.Now().Add(r.timeout))
 			if err := writeFrame(conn, frame); err != nil {
 				conn.Close()
+				return
 			}
-		}()
+		}
 	}
 }
 
