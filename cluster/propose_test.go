@@ -180,6 +180,18 @@ func TestMinorityPartitionRefusesAndHealsToOneHistory(t *testing.T) {
 
 	faults.Heal()
 	waitLeader(t, nodes, 15*time.Second)
+	// Gossip declared the cut-off node dead on both sides; the reconnect
+	// loop brings it back.
+	eventually(t, 15*time.Second, func() string {
+		for _, n := range nodes {
+			for _, m := range n.Members() {
+				if m.State != StateAlive {
+					return fmt.Sprintf("%s sees %s %v after the heal", n.Name(), m.Name, m.State)
+				}
+			}
+		}
+		return ""
+	})
 	want := majority[0].fsm.data()
 	waitSameData(t, nodes, want, 15*time.Second)
 	for _, d := range want {

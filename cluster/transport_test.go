@@ -134,3 +134,44 @@ func TestRPCErrorsKeepTheirSentinel(t *testing.T) {
 		t.Fatalf("unknown method: %v", err)
 	}
 }
+
+// Delay holds one direction's writes; Drop loses gossip packets of one
+// direction only.
+func TestFaultsDelayAndDrop(t *testing.T) {
+	faults := NewFaults()
+	a, ra := startTransport(t, "a", testSecret, "test", faults)
+	b, rb := startTransport(t, "b", testSecret, "test", faults)
+	rb.handle("ping", func(context.Context, string, []byte) ([]byte, error) { return nil, nil })
+	ra.handle("ping", func(context.Context, string, []byte) ([]byte, error) { return nil, nil })
+	timed := func(r *rpc, addr string) time.Duration {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		if _, err := r.call(ctx, addr, "ping", nil); err != nil {
+			t.Fatalf("ping %s: %v", addr, err)
+		}
+		return time.Since(start)
+	}
+	timed(ra, b.Addr()) // connect first: the handshake is delayed too
+	timed(rb, a.Addr())
+	const delay = 300 * time.Millisecond
+	faults.Delay(a.Addr(), b.Addr(), delay)
+	if d := timed(ra, b.Addr()); d < delay {
+		t.Fatalf("a→b request took %v with a %v delay", d, delay)
+	}
+	if d := timed(rb, a.Addr()); d < delay {
+		t.Fatalf("b→a call took %v although a's answers are delayed %v", d, delay)
+	}
+	faults.Heal()
+	if d := timed(ra, b.Addr()); d >= delay {
+		t.Fatalf("a→b took %v after heal", d)
+	}
+
+	faults.Drop(a.Addr(), b.Addr(), 1)
+	if faults.passPacket(a.Addr(), b.Addr()) {
+		t.Fatal("a gossip packet a→b passed a drop of 1")
+	}
+	if !faults.passPacket(b.Addr(), a.Addr()) {
+		t.Fatal("a gossip packet b→a was dropped")
+	}
+}
