@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -141,47 +142,61 @@ func TestRestartedNodeCatchesUpWithoutReapplying(t *testing.T) {
 	waitSameData(t, append(up, back), append(want, "after-restart"), 10*time.Second)
 }
 
-// A leader cut off from the others (both directions) refuses proposals
-// with ErrNoQuorum within the caller's bound; the majority elects a new
-// leader and goes on; after healing every node has one history.
+// Five nodes split 2 | 3 with the leader on the small side: both minority
+// nodes' proposals (the leader's own and a follower's forwarded one) fail
+// with ErrNoQuorum within the caller's bound; the majority elects a leader
+// and goes on; after healing every node has one history and gossip sees
+// everyone alive again.
 func TestMinorityPartitionRefusesAndHealsToOneHistory(t *testing.T) {
 	faults := NewFaults()
-	nodes := startCluster(t, 3, 3, faults)
-	checkFormed(t, nodes, 3, 15*time.Second)
+	nodes := startCluster(t, 5, 5, faults)
+	checkFormed(t, nodes, 5, 15*time.Second)
 	old := waitLeader(t, nodes, 10*time.Second)
 	propose(t, old, "before")
+	minority := []*testNode{old}
 	var majority []*testNode
-	var majorityAddrs []string
 	for _, n := range nodes {
-		if n != old {
+		switch {
+		case n == old:
+		case len(minority) < 2:
+			minority = append(minority, n)
+		default:
 			majority = append(majority, n)
-			majorityAddrs = append(majorityAddrs, n.Addr())
 		}
 	}
-	faults.Partition([]string{old.Addr()}, majorityAddrs)
+	faults.Partition(addrs(minority), addrs(majority))
 
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	_, err := old.Propose(ctx, []byte("minority"))
-	if !errors.Is(err, ErrNoQuorum) {
-		t.Fatalf("propose on the minority side: %v, want ErrNoQuorum", err)
+	refused := make(chan error, len(minority))
+	for _, n := range minority {
+		go func() {
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			_, err := n.Propose(ctx, []byte("minority-"+n.Name()))
+			switch elapsed := time.Since(start); {
+			case !errors.Is(err, ErrNoQuorum):
+				refused <- fmt.Errorf("propose on minority %s: %v, want ErrNoQuorum", n.Name(), err)
+			case elapsed > 4*time.Second:
+				refused <- fmt.Errorf("minority propose on %s took %v, bound 3 s", n.Name(), elapsed)
+			default:
+				refused <- nil
+			}
+		}()
 	}
-	if elapsed := time.Since(start); elapsed > 4*time.Second {
-		t.Fatalf("minority propose took %v, bound 3 s", elapsed)
+	waitLeader(t, majority, 10*time.Second)
+	for _, n := range majority {
+		propose(t, n, "majority-"+n.Name())
 	}
-	newLeader := waitLeader(t, majority, 10*time.Second)
-	propose(t, newLeader, "majority-1")
-	other := majority[0]
-	if other == newLeader {
-		other = majority[1]
+	for range minority {
+		if err := <-refused; err != nil {
+			t.Fatal(err)
+		}
 	}
-	propose(t, other, "majority-2")
 
 	faults.Heal()
 	waitLeader(t, nodes, 15*time.Second)
-	// Gossip declared the cut-off node dead on both sides; the reconnect
-	// loop brings it back.
+	// Gossip declared the cut-off nodes dead on both sides; the reconnect
+	// loop brings them back.
 	eventually(t, 15*time.Second, func() string {
 		for _, n := range nodes {
 			for _, m := range n.Members() {
@@ -195,10 +210,18 @@ func TestMinorityPartitionRefusesAndHealsToOneHistory(t *testing.T) {
 	want := majority[0].fsm.data()
 	waitSameData(t, nodes, want, 15*time.Second)
 	for _, d := range want {
-		if d == "minority" {
-			t.Fatalf("the refused minority entry was applied: %q", want)
+		if strings.HasPrefix(d, "minority-") {
+			t.Fatalf("a refused minority entry was applied: %q", want)
 		}
 	}
+}
+
+func addrs(nodes []*testNode) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Addr()
+	}
+	return out
 }
 
 // A node that was down while the log was compacted past its position
