@@ -1,6 +1,10 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
+	"net"
+
 	"github.com/hashicorp/raft"
 )
 
@@ -85,4 +89,25 @@ func (n *Node) Status() Status {
 	}
 	n.mu.Unlock()
 	return st
+}
+
+// HandleStream registers the handler of a stream connection class
+// (ClassReplication, ClassCatchup) for the planes built on this package.
+// The handler owns the authenticated connection and must return when it is
+// closed; Shutdown closes it.
+func (n *Node) HandleStream(class byte, handler func(conn net.Conn, fromNode string)) error {
+	if class != ClassReplication && class != ClassCatchup {
+		return fmt.Errorf("cluster: class %d is not a stream class", class)
+	}
+	n.trans.Handle(class, func(conn net.Conn, from peerInfo) { handler(conn, from.name) })
+	return nil
+}
+
+// DialStream opens an authenticated connection of a stream class to the
+// node at addr; the caller owns and closes it.
+func (n *Node) DialStream(ctx context.Context, addr string, class byte) (net.Conn, error) {
+	if class != ClassReplication && class != ClassCatchup {
+		return nil, fmt.Errorf("cluster: class %d is not a stream class", class)
+	}
+	return n.trans.Dial(ctx, addr, class)
 }

@@ -23,8 +23,9 @@
 //   - memberlist: gossip streams (push/pull, TCP pings); gossip packets use
 //     UDP on the same port number. memberlist encrypts both with its
 //     keyring.
-//   - replication, catchup: reserved for the replicated queue log; a
-//     connection of these classes is closed until a handler is registered.
+//   - replication, catchup: for the replicated queue log built on this
+//     package (Node.HandleStream, Node.DialStream); a connection of a class
+//     without a handler is closed.
 //
 // Two keys are derived from Secret with HKDF-SHA256 (salted with the
 // cluster name): the 32-byte memberlist keyring key and the connection

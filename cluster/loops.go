@@ -41,10 +41,11 @@ func (n *Node) followLeadership() {
 // lowest server id bootstrap them all, so exactly one node does.
 func (n *Node) joinLoop() {
 	defer n.wg.Done()
+	defer close(n.joinDone)
 	t := time.NewTicker(joinRetry)
 	defer t.Stop()
 	for {
-		if n.refreshMeta() {
+		if n.refreshMeta() || n.leaving.Load() {
 			return
 		}
 		n.tryJoinOrBootstrap()

@@ -210,6 +210,14 @@ func (n *Node) Leave(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, n.cfg.ProposeTimeout)
 		defer cancel()
 	}
+	// Stop asking to be added first, or a join in flight could add the
+	// node back after it removed itself.
+	n.leaving.Store(true)
+	select {
+	case <-n.joinDone:
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: leave: %w", ctx.Err())
+	}
 	if err := n.leaveRaft(ctx); err != nil {
 		return err
 	}

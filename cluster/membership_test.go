@@ -42,6 +42,7 @@ func TestJoinAsNonVoterAndLeave(t *testing.T) {
 	})
 	propose(t, n4, "from-n4")
 	waitSameData(t, append(nodes, n4), []string{"from-n4"}, 10*time.Second)
+	waitEvent(t, nodes[0], EventJoin, "n4", StateAlive)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -60,7 +61,25 @@ func TestJoinAsNonVoterAndLeave(t *testing.T) {
 		}
 		return ""
 	})
+	waitEvent(t, nodes[0], EventLeave, "n4", StateLeft)
 	propose(t, nodes[2], "after-leave")
+}
+
+// waitEvent reads n's membership events until one of kind about name in
+// state arrives.
+func waitEvent(t *testing.T, n *testNode, kind EventKind, name string, state MemberState) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-n.Events():
+			if ev.Kind == kind && ev.Member.Name == name && ev.Member.State == state {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("%s: no event %v for %s in state %v", n.Name(), kind, name, state)
+		}
+	}
 }
 
 // The leader leaving hands leadership over first; the rest go on.

@@ -40,7 +40,9 @@ type Node struct {
 	notifyCh chan bool
 	leaderCh chan bool
 
-	bootstrapped atomic.Bool // this node ran BootstrapCluster
+	bootstrapped atomic.Bool   // this node ran BootstrapCluster
+	leaving      atomic.Bool   // Leave has begun: never ask to join again
+	joinDone     chan struct{} // closed when joinLoop returns
 
 	mu        sync.Mutex
 	joinErr   error                       // last refusal of our join, for Status
@@ -66,6 +68,7 @@ func New(cfg *Config, fsm FSM) (*Node, error) {
 		notifyCh: make(chan bool, 16), leaderCh: make(chan bool, 1),
 		stableFor: make(map[raft.ServerID]time.Time),
 		stop:      make(chan struct{}),
+		joinDone:  make(chan struct{}),
 	}
 	if n.log == nil {
 		n.log = slog.Default()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -173,5 +174,49 @@ func TestFaultsDelayAndDrop(t *testing.T) {
 	}
 	if !faults.passPacket(b.Addr(), a.Addr()) {
 		t.Fatal("a gossip packet b→a was dropped")
+	}
+}
+
+// A stream class handler gets authenticated connections with the dialer's
+// name; a class nobody handles is closed at once.
+func TestStreamClasses(t *testing.T) {
+	nodes := startCluster(t, 2, 2, nil)
+	a, b := nodes[0], nodes[1]
+	got := make(chan string, 1)
+	if err := b.HandleStream(ClassReplication, func(conn net.Conn, from string) {
+		defer conn.Close()
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(conn, buf); err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- from + ":" + string(buf)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.HandleStream(ClassRaft, nil); err == nil {
+		t.Fatal("HandleStream accepted the raft class")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := a.DialStream(ctx, b.Addr(), ClassReplication)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; s != "n1:hello" {
+		t.Fatalf("handler got %q", s)
+	}
+	unhandled, err := a.DialStream(ctx, b.Addr(), ClassCatchup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unhandled.Close()
+	unhandled.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := unhandled.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read on an unhandled class: %v, want EOF", err)
 	}
 }
