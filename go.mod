@@ -55,4 +55,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+// raft-boltdb/v2 v2.3.1 imports go-metrics/compat, which v0.7.0 (required by
+// raft v1.8.0 and memberlist v0.7.0) removed; v0.6.1 is v0.7.0 plus compat.
+// Drop this when raft-boltdb tags a release without the shim
+// (hashicorp/raft-boltdb#67).
 replace github.com/hashicorp/go-metrics => github.com/hashicorp/go-metrics v0.6.1

@@ -9,6 +9,9 @@ var (
 	// deadline because no Raft majority was reachable. The entry may still
 	// commit later if it reached a leader's log; it never diverges.
 	ErrNoQuorum = errors.New("cluster: no quorum")
+	// ErrNotApplied means the entry was committed (at the index in the
+	// message) but this node had not applied it when the deadline passed.
+	ErrNotApplied = errors.New("cluster: committed but not yet applied on this node")
 	// ErrNotLeader is returned by leader-only operations on a follower.
 	ErrNotLeader = errors.New("cluster: not the raft leader")
 	// ErrShutdown is returned by every operation after Shutdown or Leave.

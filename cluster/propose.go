@@ -10,10 +10,6 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// ErrNotApplied means the entry was committed (at the index in the message)
-// but this node had not applied it when the deadline passed.
-var ErrNotApplied = errors.New("cluster: committed but not yet applied on this node")
-
 const methodPropose = "cluster.propose"
 
 // Propose replicates data as one metadata log entry and returns once this
@@ -71,7 +67,13 @@ func (n *Node) commit(ctx context.Context, data []byte) (uint64, error, error) {
 // applyLocal appends data on this leader and waits for its commit.
 func (n *Node) applyLocal(ctx context.Context, data []byte) (uint64, error, error) {
 	dl, _ := ctx.Deadline()
-	f := n.raft.Apply(data, time.Until(dl))
+	wait := time.Until(dl)
+	if wait <= 0 { // raft.Apply takes a zero timeout as no timeout
+		return 0, nil, fmt.Errorf("%w: deadline passed before the entry was appended", ErrNoQuorum)
+	}
+	// The future's wait itself ends at the latest when this leader,
+	// without majority contact, steps down after LeaderLeaseTimeout.
+	f := n.raft.Apply(data, wait)
 	err := f.Error()
 	switch {
 	case err == nil:
