@@ -130,7 +130,9 @@ func handshakeAccept(conn net.Conn, k []byte, cluster string, self peerInfo, tim
 		return peerInfo{}, 0, nil, err
 	}
 	if !hmac.Equal(proof, handshakeMAC(k, "dialer", cluster, nonceD, nonceA, peer)) {
-		return peerInfo{}, 0, nil, fmt.Errorf("%w: wrong secret from %s (claims node %q)", ErrAuthFailed, conn.RemoteAddr(), peer.name)
+		// Worded as Erlang distribution's refusal of a wrong cookie.
+		return peerInfo{}, 0, nil, fmt.Errorf("%w: connection attempt from node %q (%s) rejected: invalid challenge reply (wrong cluster secret)",
+			ErrAuthFailed, peer.name, conn.RemoteAddr())
 	}
 	reply := append([]byte{handshakeOK}, handshakeMAC(k, "acceptor", cluster, nonceD, nonceA, self)...)
 	if _, err := conn.Write(reply); err != nil {

@@ -39,8 +39,8 @@ func startTransport(t *testing.T, name, secret, clusterName string, faults *Faul
 func TestTransportRefusesWrongSecretAndClusterName(t *testing.T) {
 	good, _ := startTransport(t, "good", testSecret, "test", nil)
 	for _, tc := range []struct{ name, secret, cluster, want string }{
-		{"wrong secret", "not the secret but long enough", "test", "wrong secret"},
-		{"wrong cluster name", testSecret, "other", "cluster name"},
+		{"wrong secret", "not the secret but long enough", "test", "refused our proof"},
+		{"wrong cluster name", testSecret, "other", "another cluster name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := good.AuthFailures()
@@ -48,8 +48,8 @@ func TestTransportRefusesWrongSecretAndClusterName(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_, err := bad.Dial(ctx, good.Addr(), ClassRPC)
-			if !errors.Is(err, ErrAuthFailed) {
-				t.Fatalf("dial with %s: %v, want ErrAuthFailed", tc.name, err)
+			if !errors.Is(err, ErrAuthFailed) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("dial with %s: %v, want ErrAuthFailed saying %q", tc.name, err, tc.want)
 			}
 			eventually(t, 5*time.Second, func() string {
 				if good.AuthFailures() != before+1 {
