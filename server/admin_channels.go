@@ -241,21 +241,25 @@ type ConsumerInfo struct {
 }
 
 // Consumers returns the queue's consumers in delivery-priority order.
-func (q *Queue) Consumers() []ConsumerInfo {
+func (q *Queue) Consumers() []ConsumerInfo { return q.h.consumerInfos() }
+
+// localConsumers lists the consumers of a queue whose consumers are the
+// Queue's.
+func (q *Queue) localConsumers() []ConsumerInfo {
 	q.mu.Lock()
 	cs := slices.Clone(q.consumers)
 	sac := q.qa.singleActive
 	timeout := q.qa.consumerTimeout
 	q.mu.Unlock()
-	if timeout == 0 && len(cs) > 0 {
-		timeout = cs[0].ch.conn.srv.cfg.ConsumerTimeout
-	}
 	out := make([]ConsumerInfo, len(cs))
 	for i, c := range cs {
-		conn := c.ch.conn
+		o := c.sink.owner()
+		if timeout == 0 {
+			timeout = o.DefaultTimeout
+		}
 		out[i] = ConsumerInfo{
-			Tag: c.tag, Queue: q.name, Vhost: q.vhost.name, ConnID: conn.id, ConnName: conn.name,
-			Channel: c.ch.id, User: conn.user.name, Peer: conn.nc.RemoteAddr().String(),
+			Tag: c.tag, Queue: q.name, Vhost: q.vhost.name, ConnID: o.ConnID, ConnName: o.ConnName,
+			Channel: o.Channel, User: o.User, Peer: o.Peer,
 			AckRequired: !c.noAck, Exclusive: c.exclusive, Active: !sac || i == 0,
 			Prefetch: c.prefetch, Priority: c.priority, Arguments: c.args, Timeout: timeout,
 			SingleActiveWaiter: sac && i > 0,
@@ -315,11 +319,10 @@ func (s *Server) Totals() Totals {
 		t.Queues += len(vh.queues)
 		vh.mu.RUnlock()
 		for _, q := range vh.Queues() {
-			q.mu.Lock()
-			t.Ready += q.lengthLocked()
-			t.Unacked += q.unacked
-			t.Consumers += len(q.consumers)
-			q.mu.Unlock()
+			info := q.h.info()
+			t.Ready += info.Ready
+			t.Unacked += info.Unacked
+			t.Consumers += info.Consumers
 		}
 	}
 	t.Messages = t.Ready + t.Unacked

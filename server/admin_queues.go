@@ -12,9 +12,8 @@ import (
 
 // depth returns the queue's ready and unacknowledged message counts.
 func (q *Queue) depth() (ready, unacked int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.lengthLocked(), q.unacked
+	info := q.h.info()
+	return info.Ready, info.Unacked
 }
 
 // LookupQueue returns the named queue or nil.
@@ -42,10 +41,24 @@ type QueueStatus struct {
 
 // Status returns a snapshot of the queue for the management API.
 func (q *Queue) Status() QueueStatus {
-	st := QueueStatus{QueueInfo: q.Info(), Type: "classic"}
+	st := q.h.status()
+	st.Type = q.h.typeName()
+	// A declared type Warren serves with another kind's code (quorum)
+	// is shown as declared.
 	if t, ok := q.args["x-queue-type"].(string); ok && t != "" {
 		st.Type = t
 	}
+	if q.owner != nil {
+		st.Owner = q.owner.name
+	}
+	st.Policy, st.OperatorPolicy, st.EffectivePolicy = q.vhost.PolicyNames(false, q.name)
+	return st
+}
+
+// localStatus is the queue-side half of Status for a queue whose consumers
+// are the Queue's: its snapshot and its consumers' state.
+func (q *Queue) localStatus() QueueStatus {
+	st := QueueStatus{QueueInfo: q.localInfo()}
 	q.mu.Lock()
 	if q.exclusiveConsumer != nil {
 		st.ExclusiveConsumerTag = q.exclusiveConsumer.tag
@@ -58,10 +71,6 @@ func (q *Queue) Status() QueueStatus {
 	}
 	st.ConsumerCapacity = q.consumerCapacityLocked()
 	q.mu.Unlock()
-	if q.owner != nil {
-		st.Owner = q.owner.name
-	}
-	st.Policy, st.OperatorPolicy, st.EffectivePolicy = q.vhost.PolicyNames(false, q.name)
 	return st
 }
 
@@ -156,10 +165,11 @@ func (s *Server) PurgeQueue(vhost, name string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if aerr := checkPurgeable(q, methodQueuePurge); aerr != nil {
+	n, aerr := q.h.purge(methodQueuePurge)
+	if aerr != nil {
 		return 0, aerr
 	}
-	return q.purge(), nil
+	return n, nil
 }
 
 // GetMode says what happens to messages fetched with GetMessages.
@@ -199,15 +209,16 @@ func (s *Server) GetMessages(vhost, name string, count int, mode GetMode) ([]Got
 	var out []GotMessage
 	var raw [][]byte
 	var stats MessageCounters
-	_, aerr := q.typ.get(q, count, false, func(g gotMessage) {
-		if g.m.redelivered {
+	h := q.h
+	_, aerr := h.get(count, false, func(g outgoing, remaining int) {
+		if g.redelivered {
 			stats.Redeliver++
 		}
-		ds = append(ds, delivery{q: q, m: g.m, at: now})
+		ds = append(ds, delivery{q: h, id: g.id, at: now})
 		raw = append(raw, g.props)
 		out = append(out, GotMessage{
-			Exchange: g.m.msg.Exchange, RoutingKey: g.m.msg.RoutingKey, Redelivered: g.m.redelivered,
-			MessageCount: g.remaining, Body: g.m.msg.Body,
+			Exchange: g.msg.Exchange, RoutingKey: g.msg.RoutingKey, Redelivered: g.redelivered,
+			MessageCount: remaining, Body: g.msg.Body,
 		})
 	})
 	if aerr != nil {
@@ -216,12 +227,12 @@ func (s *Server) GetMessages(vhost, name string, count int, mode GetMode) ([]Got
 	if len(ds) > 0 {
 		switch mode {
 		case GetAckRequeue, GetRejectRequeue:
-			q.requeue(ds)
+			h.settle(ds, settleRequeue)
 		case GetAck:
-			q.settle(ds, false)
+			h.settle(ds, settleAck)
 			stats.Ack = uint64(len(ds))
 		default:
-			q.settle(ds, true)
+			h.settle(ds, settleDrop)
 		}
 	}
 	stats.Get = uint64(len(ds))

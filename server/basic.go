@@ -132,26 +132,26 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 }
 
 // confirmRouted settles publish seq (in confirm mode) by what its queues did:
-// nack when one refused it or a stream append failed; when stored copies or
-// stream appends are still to become durable, one completion that each of
-// them completes (the vhost's commit round, each stream's log), acked when
-// all are done; else ack.
+// nack when one refused it or a write failed; when stored copies or
+// accepted copies (a stream's append) are still to become durable, one
+// completion that each of them completes (the vhost's commit round, each
+// pending destination), acked when all are done; else ack.
 func (ch *channel) confirmRouted(seq uint64, res *routeResult) {
 	if !ch.confirm {
 		return
 	}
-	n := len(res.streams.logs)
+	n := len(res.pending.waits)
 	if res.stored {
 		n++
 	}
 	switch {
-	case res.rejected, res.streams.failed:
+	case res.rejected, res.pending.failed:
 		ch.settleConfirm(seq, false)
 	case n == 0:
 		ch.settleConfirm(seq, true)
 	default:
 		c := ch.confirms.expect(seq, n)
-		res.streams.completeWhenDurable(c)
+		res.pending.completeWhenDurable(c)
 		if res.stored {
 			ch.conn.vhost.storage.await(c)
 		}
@@ -198,51 +198,6 @@ func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) *amqp.Error {
 	return nil
 }
 
-// deliver writes a delivery to the consumer's connection. It is called by the
-// queue with Queue.mu held; the tag is assigned and the frames appended under
-// umu so tags reach the wire in order.
-func (ch *channel) deliver(c *consumer, m queued) {
-	o := ch.conn.out
-	props := c.q.deliveryProps(m)
-	ch.stats.delivered(c.noAck, m.redelivered)
-	ch.umu.Lock()
-	ch.nextTag++
-	tag := ch.nextTag
-	if !c.noAck {
-		ch.unacked.push(delivery{tag: tag, q: c.q, c: c, m: m, at: ch.conn.srv.clock()})
-	}
-	d := amqp.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: m.redelivered, Exchange: m.msg.Exchange, RoutingKey: m.msg.RoutingKey}
-	o.mu.Lock()
-	if start, ok := o.beginMethodLocked(ch.id); ok {
-		o.buf = d.AppendTo(o.buf)
-		o.endWithContentLocked(start, ch.id, ch.conn.frameMax, props, m.msg.Body)
-	}
-	o.mu.Unlock()
-	ch.umu.Unlock()
-	o.signal()
-}
-
-// acquireGlobalCredit takes one unit of the channel-wide prefetch, if set.
-func (ch *channel) acquireGlobalCredit() bool {
-	limit := int32(ch.globalPrefetch.Load())
-	for {
-		cur := ch.globalUnacked.Load()
-		if limit != 0 && cur >= limit {
-			return false
-		}
-		if ch.globalUnacked.CompareAndSwap(cur, cur+1) {
-			return true
-		}
-	}
-}
-
-// refundGlobalCredit returns credit taken for a delivery that did not happen.
-func (ch *channel) refundGlobalCredit(c *consumer) {
-	if !c.noAck {
-		ch.globalUnacked.Add(-1)
-	}
-}
-
 func (ch *channel) basicQos(m *amqp.BasicQos) *amqp.Error {
 	if m.PrefetchSize != 0 {
 		return amqp.NewError(amqp.NotImplemented, m.ID(), "prefetch_size!=0 (%d)", m.PrefetchSize)
@@ -261,13 +216,13 @@ func (ch *channel) basicQos(m *amqp.BasicQos) *amqp.Error {
 // kickQueues lets every queue this channel consumes from deliver again.
 func (ch *channel) kickQueues() {
 	ch.cmu.Lock()
-	qs := make([]*Queue, 0, len(ch.consumers))
+	qs := make([]queueHandle, 0, len(ch.consumers))
 	for _, c := range ch.consumers {
 		qs = append(qs, c.q)
 	}
 	ch.cmu.Unlock()
 	for _, q := range qs {
-		q.dispatch()
+		q.redispatch()
 	}
 }
 
@@ -293,16 +248,13 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) *amqp.Error {
 	if perr != nil {
 		return perr
 	}
-	if q.isStream() {
-		return ch.consumeStream(q, m, tag, prio)
-	}
-	c := &consumer{tag: tag, ch: ch, q: q, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.consumerPrefetch, args: m.Arguments, priority: prio}
+	c := &consumer{tag: tag, sink: ch, q: q.h, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.consumerPrefetch, args: m.Arguments, priority: prio}
 	ch.cmu.Lock()
 	ch.consumers[tag] = c
 	ch.cmu.Unlock()
 	// consume-ok must reach the client before the first delivery, so the queue
-	// sends it under its lock before it dispatches.
-	if err := q.addConsumer(c, func() { ch.reply(m.Nowait, &amqp.BasicConsumeOk{ConsumerTag: tag}) }); err != nil {
+	// sends it before it delivers to c.
+	if err := c.q.consume(c, func() { ch.reply(m.Nowait, &amqp.BasicConsumeOk{ConsumerTag: tag}) }); err != nil {
 		ch.cmu.Lock()
 		delete(ch.consumers, tag)
 		ch.cmu.Unlock()
@@ -321,32 +273,16 @@ func (ch *channel) basicCancel(m *amqp.BasicCancel) *amqp.Error {
 	c := ch.consumers[m.ConsumerTag]
 	delete(ch.consumers, m.ConsumerTag)
 	ch.cmu.Unlock()
-	if c != nil && c.q.isStream() {
-		ch.cancelStream(c)
-	}
-	if c != nil && c.q.removeConsumer(c) {
-		c.q.vhost.removeQueue(c.q)
-	}
 	if c != nil {
+		if c.q.cancel(c) {
+			q := c.q.queue()
+			q.vhost.removeQueue(q)
+		}
 		c.q.touch()
 	}
 	// The spec requires cancel-ok even for an unknown tag.
 	ch.reply(m.Nowait, &amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})
 	return nil
-}
-
-// serverCancel tells the client that the server cancelled c (its queue was
-// deleted). Safe from any goroutine.
-func (ch *channel) serverCancel(c *consumer) {
-	ch.cmu.Lock()
-	_, ok := ch.consumers[c.tag]
-	if ok && ch.consumers[c.tag] == c {
-		delete(ch.consumers, c.tag)
-	}
-	ch.cmu.Unlock()
-	if ok && ch.conn.supportsCap("consumer_cancel_notify") {
-		ch.conn.out.sendMethod(ch.id, &amqp.BasicCancel{ConsumerTag: c.tag, Nowait: true})
-	}
 }
 
 // How settle finishes deliveries.
@@ -368,9 +304,9 @@ func (ch *channel) settle(method uint32, tag uint64, multiple bool, kind settleK
 	}
 	ch.stats.settled(kind, len(ds))
 	ch.scratch = ds
-	if kind != settleAck && hasStreamDelivery(ds) {
+	if err := checkSettle(ds, kind, method); err != nil {
 		ch.applySettle(ds, kind) // returns the credit; the channel is closing
-		return amqp.NewError(amqp.NotImplemented, method, "basic.nack and basic.reject not supported by stream queues")
+		return err
 	}
 	if ch.tx != nil {
 		ch.tx.settles = append(ch.tx.settles, txSettle{kind: kind, ds: append([]delivery(nil), ds...)})
@@ -391,18 +327,25 @@ func (ch *channel) applySettle(ds []delivery, kind settleKind) {
 		}
 		run := ds[i:j]
 		ch.releaseGlobal(run)
-		if run[0].q.isStream() {
-			ch.settleStream(run, kind)
-		} else if kind == settleRequeue {
-			run[0].q.requeue(run)
-		} else {
-			run[0].q.settle(run, kind == settleDrop)
-		}
+		run[0].q.settle(run, kind)
 		i = j
 	}
 	if ch.globalPrefetch.Load() != 0 {
 		ch.kickQueues()
 	}
+}
+
+// checkSettle refuses a settlement one of ds's queues does not support.
+func checkSettle(ds []delivery, kind settleKind, method uint32) *amqp.Error {
+	for i := range ds {
+		if i > 0 && ds[i].q == ds[i-1].q {
+			continue
+		}
+		if err := ds[i].q.checkSettle(kind, method); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (ch *channel) releaseGlobal(ds []delivery) {

@@ -20,8 +20,8 @@ func BenchmarkPublishRouteDeliver(b *testing.B) {
 	if aerr != nil {
 		b.Fatal(aerr)
 	}
-	cons := &consumer{tag: "c", ch: ch, q: q, noAck: true}
-	if aerr := q.addConsumer(cons, func() {}); aerr != nil {
+	cons := &consumer{tag: "c", sink: ch, q: q.h, noAck: true}
+	if aerr := q.h.consume(cons, func() {}); aerr != nil {
 		b.Fatal(aerr)
 	}
 	parsed := benchPublishFrames(b, "", "bench")

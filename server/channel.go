@@ -68,12 +68,14 @@ type channel struct {
 	scratch []delivery // reader-owned buffer for acks
 }
 
-// delivery is a message handed to a consumer or basic.get and not yet settled.
+// delivery is a message handed to a consumer or basic.get and not yet
+// settled: plain values, the queue's handle and the id it named the
+// delivery by (queueHandle.settle).
 type delivery struct {
 	tag uint64
-	q   *Queue
+	q   queueHandle
 	c   *consumer // nil for basic.get
-	m   queued
+	id  uint64
 	at  int64 // unix ms of the delivery, for the consumer timeout
 }
 
@@ -145,12 +147,9 @@ func (ch *channel) shutdown() {
 	}
 	ch.cmu.Unlock()
 	for _, c := range cs {
-		if c.q.isStream() {
-			ch.cancelStream(c) // stops its reader now rather than at its next poll
-			continue
-		}
-		if c.q.removeConsumer(c) {
-			c.q.vhost.removeQueue(c.q)
+		if c.q.cancel(c) {
+			q := c.q.queue()
+			q.vhost.removeQueue(q)
 		}
 	}
 	ch.umu.Lock()
@@ -373,7 +372,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) *amqp.Error {
 		return err
 	}
 	ch.lastQueue = q.name
-	ready, consumers := q.counts()
+	ready, consumers := q.h.counts()
 	ch.reply(m.Nowait, &amqp.QueueDeclareOk{Queue: q.name, MessageCount: uint32(ready), ConsumerCount: uint32(consumers)})
 	return nil
 }
@@ -440,10 +439,10 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) *amqp.Error {
 	if err != nil {
 		return err
 	}
-	if err := checkPurgeable(q, m.ID()); err != nil {
+	n, err := q.h.purge(m.ID())
+	if err != nil {
 		return err
 	}
-	n := q.purge()
 	ch.reply(m.Nowait, &amqp.QueuePurgeOk{MessageCount: uint32(n)})
 	return nil
 }

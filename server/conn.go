@@ -313,7 +313,7 @@ func (c *conn) checkConsumerTimeouts() {
 		for i := ch.unacked.head; i < len(ch.unacked.items); i++ {
 			d := &ch.unacked.items[i]
 			limit := def
-			if ct := time.Duration(d.q.consumerTimeout.Load()); ct > 0 {
+			if ct := d.q.consumerTimeout(); ct > 0 {
 				limit = ct
 			}
 			if limit > 0 && time.Duration(now-d.at)*time.Millisecond > limit {
@@ -556,7 +556,7 @@ func (c *conn) writeLoop() {
 			spare = nil // do not keep a burst's buffer forever
 		}
 		for _, q := range waiting {
-			q.dispatch()
+			q.redispatch()
 		}
 	}
 }

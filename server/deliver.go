@@ -39,8 +39,9 @@ type routeResult struct {
 	// deferred: the store batch holds the message; its confirm is registered
 	// when the batch flushes.
 	deferred bool
-	// streams are the stream appends a confirm waits for.
-	streams streamPublish
+	// pending are the destinations still to make it durable (a stream's
+	// append), which a confirm waits for.
+	pending pendingDurables
 }
 
 // add counts what one queue did with the message.
@@ -55,17 +56,17 @@ func (r *routeResult) add(a accepted) {
 		r.routed, r.rejected = true, true
 	}
 	switch {
-	case a.appendFailed:
-		r.streams.failed = true
-	case a.log != nil:
-		r.streams.logs = append(r.streams.logs, a.log)
-		r.streams.offsets = append(r.streams.offsets, a.offset)
+	case a.failed:
+		r.pending.failed = true
+	case a.wait != nil:
+		r.pending.waits = append(r.pending.waits, a.wait)
+		r.pending.tokens = append(r.pending.tokens, a.token)
 	}
 }
 
 // publish routes p's message from its exchange and hands it to every queue
-// it reaches, each through its queue type (a classic queue enqueues, a
-// stream appends). It is the one way a message enters queues.
+// it reaches, each through its handle (a classic queue enqueues, a stream
+// appends). It is the one way a message enters queues.
 func (vh *Vhost) publish(p *publishing) routeResult {
 	var res routeResult
 	if p.ex.isDuplicate(p.m) {
@@ -113,7 +114,7 @@ func (vh *Vhost) storedCopies(m *Message, queues []*Queue, takes []bool) ([]bool
 	}
 	refs := 0
 	for _, q := range queues {
-		t := q.typ.takesStoredCopy(q, m)
+		t := q.h.takesStoredCopy(m)
 		takes = append(takes, t)
 		if t {
 			refs++
@@ -141,6 +142,6 @@ func (vh *Vhost) deliverTo(m *Message, queues []*Queue, ttl int64, takes []bool,
 		if t && storeFailed {
 			continue // the durable copy failed: do not take it in memory only
 		}
-		res.add(q.typ.accept(q, m, ttl, t, loc))
+		res.add(q.h.enqueue(m, ttl, t, loc))
 	}
 }

@@ -28,7 +28,7 @@ func BenchmarkPublishExchangeType(b *testing.B) {
 				if aerr != nil {
 					b.Fatal(aerr)
 				}
-				if aerr := q.addConsumer(&consumer{tag: "c" + strconv.Itoa(i), ch: ch, q: q, noAck: true}, func() {}); aerr != nil {
+				if aerr := q.h.consume(&consumer{tag: "c" + strconv.Itoa(i), sink: ch, q: q.h, noAck: true}, func() {}); aerr != nil {
 					b.Fatal(aerr)
 				}
 				queues = append(queues, q)

@@ -31,9 +31,9 @@ func validateBinding(source *Exchange, dest destination, key string, args amqp.T
 		switch {
 		case !ok:
 			return amqp.NewError(amqp.PreconditionFailed, methodQueueBind, "Destination not found")
-		case q.isStream():
+		case q.h.typeName() != "classic":
 			return amqp.NewError(amqp.PreconditionFailed, methodQueueBind,
-				"Queue type rabbit_stream_queue not valid for this exchange type")
+				"Queue type rabbit_%s_queue not valid for this exchange type", q.h.typeName())
 		case q.args["x-queue-type"] == "quorum":
 			return amqp.NewError(amqp.PreconditionFailed, methodQueueBind,
 				"Queue type rabbit_quorum_queue not valid for this exchange type")

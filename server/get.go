@@ -6,21 +6,12 @@ import (
 	"github.com/warrenmq/warren/amqp"
 )
 
-// gotMessage is one message taken by basic.get.
-type gotMessage struct {
-	m     queued
-	props []byte // the properties to send (deliveryProps)
-	// remaining is RabbitMQ's message-count: the ready messages left in the
-	// queue after this one, those paged out to disk included.
-	remaining int
-}
-
 // get takes up to max ready messages for basic.get: the one implementation
 // behind AMQP's basic.get and the management API's get. each runs for every
 // message with q.mu held, so a caller writing it to a connection keeps the
 // queue's order on the wire; it must not call into the queue. With noAck a
 // message is gone once taken, else it is unacked until the caller settles it.
-func (q *Queue) get(max int, noAck bool, each func(gotMessage)) int {
+func (q *Queue) get(max int, noAck bool, each func(m outgoing, remaining int)) int {
 	var clk lazyClock
 	n := 0
 	q.mu.Lock()
@@ -37,10 +28,12 @@ func (q *Queue) get(max int, noAck bool, each func(gotMessage)) int {
 		if noAck {
 			q.forgetLocked(&qm)
 		} else {
-			q.unacked++
 			q.markDeliveredLocked(&qm)
+			q.pending[qm.seq] = qm
 		}
-		each(gotMessage{m: qm, props: q.deliveryProps(qm), remaining: q.lengthLocked()})
+		// remaining is RabbitMQ's message-count: the ready messages left
+		// after this one, those paged out to disk included.
+		each(q.outgoingLocked(qm), q.lengthLocked())
 		n++
 	}
 	dead := q.takeDeadLocked()
@@ -55,20 +48,21 @@ func (ch *channel) basicGet(m *amqp.BasicGet) *amqp.Error {
 		return err
 	}
 	o := ch.conn.out
-	n, err := q.typ.get(q, 1, m.NoAck, func(g gotMessage) {
-		ch.stats.got(m.NoAck, g.m.redelivered)
+	h := q.h
+	n, err := h.get(1, m.NoAck, func(g outgoing, remaining int) {
+		ch.stats.got(m.NoAck, g.redelivered)
 		ch.umu.Lock()
 		ch.nextTag++
 		tag := ch.nextTag
 		if !m.NoAck {
-			ch.unacked.push(delivery{tag: tag, q: q, m: g.m, at: ch.conn.srv.clock()})
+			ch.unacked.push(delivery{tag: tag, q: h, id: g.id, at: ch.conn.srv.clock()})
 		}
-		getOk := amqp.BasicGetOk{DeliveryTag: tag, Redelivered: g.m.redelivered, Exchange: g.m.msg.Exchange,
-			RoutingKey: g.m.msg.RoutingKey, MessageCount: uint32(g.remaining)}
+		getOk := amqp.BasicGetOk{DeliveryTag: tag, Redelivered: g.redelivered, Exchange: g.msg.Exchange,
+			RoutingKey: g.msg.RoutingKey, MessageCount: uint32(remaining)}
 		o.mu.Lock()
 		if start, ok := o.beginMethodLocked(ch.id); ok {
 			o.buf = getOk.AppendTo(o.buf)
-			o.endWithContentLocked(start, ch.id, ch.conn.frameMax, g.props, g.m.msg.Body)
+			o.endWithContentLocked(start, ch.id, ch.conn.frameMax, g.props, g.msg.Body)
 		}
 		o.mu.Unlock()
 		ch.umu.Unlock()

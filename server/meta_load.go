@@ -56,7 +56,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	var loaded []*Queue
 	err = loadEach(s, bucketQueues, func(mq metaQueue) error {
 		q, err := s.loadQueue(mq)
-		if err == nil && q.qa.stream == nil { // a stream opened its log already
+		if err == nil {
 			loaded = append(loaded, q)
 		}
 		return err
@@ -64,7 +64,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	if err != nil {
 		return fail(err)
 	}
-	for q, err := range openQueueStorage(loaded) {
+	for q, err := range openQueueStorage(s, loaded) {
 		s.log.Error("definition skipped: it cannot be loaded", "vhost", q.vhost.name, "queue", q.name, "err", err)
 		q.stopTimers()
 		delete(q.vhost.queues, q.name)
@@ -115,8 +115,8 @@ func (s *Server) loadExchange(e metaExchange) error {
 	return nil
 }
 
-// loadQueue rebuilds a durable queue from its definition; its index is
-// opened afterwards, for all queues in parallel.
+// loadQueue rebuilds a durable queue from its definition; its files (an
+// index, a stream's log) are opened afterwards, for all queues in parallel.
 func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 	vh := s.vhosts[mq.Vhost]
 	if vh == nil {
@@ -131,20 +131,15 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 		return nil, aerr
 	}
 	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
-	if qa.stream != nil {
-		if err := openStream(s, q); err != nil {
-			return nil, fmt.Errorf("queue %q: %w", mq.Name, err)
-		}
-	}
 	vh.queues[mq.Name] = q
 	return q, nil
 }
 
-// openQueueStorage opens the indexes of recovered queues on a bounded pool
-// of goroutines: after a crash each index is scanned, and queues recover in
-// parallel rather than one after another. It returns the queues whose index
-// did not open, with the error.
-func openQueueStorage(queues []*Queue) map[*Queue]error {
+// openQueueStorage opens the files of recovered queues (queueHandle.openFiles)
+// on a bounded pool of goroutines: after a crash each index or log is
+// scanned, and queues recover in parallel rather than one after another. It
+// returns the queues whose files did not open, with the error.
+func openQueueStorage(srv *Server, queues []*Queue) map[*Queue]error {
 	workers := min(len(queues), 2*runtime.GOMAXPROCS(0))
 	next := make(chan *Queue)
 	var mu sync.Mutex
@@ -155,7 +150,7 @@ func openQueueStorage(queues []*Queue) map[*Queue]error {
 		go func() {
 			defer wg.Done()
 			for q := range next {
-				if err := q.openStorage(); err != nil {
+				if err := q.h.openFiles(srv); err != nil {
 					mu.Lock()
 					failed[q] = err
 					mu.Unlock()

@@ -19,7 +19,7 @@ type outbox struct {
 	limit int
 	// waiting are queues that skipped this connection's consumers because buf was
 	// over limit; the writer wakes them once it has drained buf.
-	waiting []*Queue
+	waiting []queueHandle
 	closed  bool
 	// full mirrors len(buf) >= limit so queues can check for room without
 	// taking mu; it is set by appends and cleared when the writer takes buf.
@@ -41,7 +41,7 @@ func (o *outbox) signal() {
 
 // reserve reports whether a queue may write a delivery now. When the buffer is
 // over its limit it records q to be woken later and returns false.
-func (o *outbox) reserve(q *Queue) bool {
+func (o *outbox) reserve(q queueHandle) bool {
 	if !o.full.Load() {
 		return true // the common case, without the lock
 	}
@@ -119,7 +119,7 @@ func (o *outbox) endWithContentLocked(start int, channel uint16, frameMax uint32
 
 // take swaps out the pending bytes and queues to wake. spare is an empty buffer
 // the writer has finished with, reused to avoid allocation.
-func (o *outbox) take(spare []byte) (out []byte, waiting []*Queue) {
+func (o *outbox) take(spare []byte) (out []byte, waiting []queueHandle) {
 	o.mu.Lock()
 	out = o.buf
 	o.buf = spare[:0]

@@ -359,17 +359,7 @@ func (vh *Vhost) policyQueueArgs(name string, declared amqp.Table, qa queueArgs)
 	if def == nil {
 		return qa
 	}
-	if qa.stream != nil {
-		// A stream takes only the stream keys (effectiveStreamArgs); the
-		// classic-queue keys do not apply to it.
-		sa, err := effectiveStreamArgs(name, vh.name, *qa.stream, def)
-		if err != nil {
-			vh.log.Error("stream policy value not applied", "queue", name, "err", err)
-		}
-		qa.stream = &sa
-		return qa
-	}
-	return effectiveQueueArgs(name, vh.name, declared, def, qa)
+	return kindOf(&qa).policyArgs(vh, name, declared, qa, def)
 }
 
 // effectiveQueueArgs merges a policy definition into declared arguments the
@@ -588,14 +578,7 @@ func (vh *Vhost) reapplyQueuePolicy(q *Queue, before, after *policySet) {
 	if equalDefinitions(old, now) {
 		return
 	}
-	if q.isStream() { // set at declare and never replaced for a stream
-		vh.applyStreamPolicy(q, now)
-		return
-	}
-	q.mu.Lock()
-	current := q.qa
-	q.mu.Unlock()
-	q.reconfigure(effectiveQueueArgs(q.name, vh.name, q.declaredArgs(), now, current))
+	q.h.applyPolicy(now)
 }
 
 // catchUpQueuePolicy applies to a just-installed queue a policy change that

@@ -23,8 +23,9 @@ type Queue struct {
 	exclusive  bool
 	autoDelete bool
 	args       amqp.Table
-	// typ is what differs by kind of queue (queue_type.go); fixed at declare.
-	typ queueType
+	// h is the queue's handle (queue_handle.go), chosen by its kind at
+	// declare and never replaced, so it is read without a lock.
+	h queueHandle
 	// qa are the effective arguments: declared, merged with policies.
 	// Replaced by reconfigure under mu, and read under mu.
 	qa      queueArgs
@@ -40,14 +41,16 @@ type Queue struct {
 	// exclusiveConsumer is set while a consumer holds exclusive access.
 	exclusiveConsumer *consumer
 	hadConsumer       bool
-	unacked           int
-	deleted           bool
-	dead              []deadLetter // collected under mu, published after unlock
-	dedup             *dedupCache
-	ttlTimer          *time.Timer
-	ttlAt             int64 // unix ms the TTL timer fires at; 0 = not armed
-	expiryTimer       *time.Timer
-	lastUsed          time.Time
+	// pending are the deliveries not yet settled, by delivery id (their
+	// seq), so a channel settles by id and holds nothing of the entry.
+	pending     map[uint64]queued
+	deleted     bool
+	dead        []deadLetter // collected under mu, published after unlock
+	dedup       *dedupCache
+	ttlTimer    *time.Timer
+	ttlAt       int64 // unix ms the TTL timer fires at; 0 = not armed
+	expiryTimer *time.Timer
+	lastUsed    time.Time
 
 	// Disk state (see queue_disk.go). A durable queue's index is in the
 	// vhost's store; a transient queue gets one in the transient store only
@@ -95,11 +98,12 @@ type bindingKey struct {
 	args   string // canonical encoding of the arguments table
 }
 
-// consumer is one basic.consume subscription.
+// consumer is one basic.consume subscription: what the subscriber asked
+// for, and where its deliveries go.
 type consumer struct {
 	tag       string
-	ch        *channel
-	q         *Queue
+	sink      consumerSink // the subscriber: a channel, or a test's fake
+	q         queueHandle  // the queue it consumes from
 	noAck     bool
 	exclusive bool
 	prefetch  uint16 // per-consumer limit, 0 = unlimited
@@ -111,9 +115,11 @@ type consumer struct {
 func newQueue(vh *Vhost, name string, durable, exclusive, autoDelete bool, args amqp.Table, qa queueArgs, owner *conn) *Queue {
 	q := &Queue{
 		name: name, vhost: vh, durable: durable, exclusive: exclusive, autoDelete: autoDelete,
-		args: args, typ: typeOf(&qa), qa: qa, owner: owner, created: time.Now(), lastUsed: time.Now(),
+		args: args, qa: qa, owner: owner, created: time.Now(), lastUsed: time.Now(),
 		bindings: make(map[bindingKey]struct{}), ready: newReadySet(qa.maxPriority),
+		pending: make(map[uint64]queued),
 	}
+	q.h = kindOf(&qa).newHandle(q)
 	q.consumerTimeout.Store(int64(qa.consumerTimeout))
 	if qa.dedup {
 		q.dedup = newDedupCache(qa.dedupCacheSize, qa.dedupCacheTTL)
@@ -364,7 +370,7 @@ func (q *Queue) dispatchLocked(clk *lazyClock) {
 		}
 		m, ok := q.takeLocked(clk)
 		if !ok {
-			c.ch.refundGlobalCredit(c)
+			c.sink.refund(c)
 			return
 		}
 		q.handOverLocked(c, m)
@@ -377,14 +383,14 @@ func (q *Queue) handOverLocked(c *consumer, m queued) {
 		q.forgetLocked(&m)
 	} else {
 		c.unacked++
-		q.unacked++
 		q.markDeliveredLocked(&m)
+		q.pending[m.seq] = m
 	}
 	q.stats.delivered.inc()
 	if m.redelivered {
 		q.stats.redelivered.inc()
 	}
-	c.ch.deliver(c, m)
+	c.sink.deliver(c, q.outgoingLocked(m))
 }
 
 // plainLocked reports whether the queue uses none of the features that
@@ -456,10 +462,12 @@ func (q *Queue) canTakeLocked(c *consumer) bool {
 	if !c.noAck && c.prefetch != 0 && c.unacked >= int(c.prefetch) {
 		return false
 	}
-	if !c.ch.conn.out.reserve(q) {
-		return false
-	}
-	return c.noAck || c.ch.acquireGlobalCredit()
+	return c.sink.reserve(c, q.h)
+}
+
+// outgoingLocked is m as a consumer or basic.get receives it.
+func (q *Queue) outgoingLocked(m queued) outgoing {
+	return outgoing{id: m.seq, msg: m.msg, props: q.deliveryProps(m), redelivered: m.redelivered}
 }
 
 // addConsumer subscribes c; it fails with 403 when exclusivity is violated.
@@ -527,10 +535,13 @@ func (q *Queue) removeConsumer(c *consumer) (autoDelete bool) {
 func (q *Queue) settle(ds []delivery, drop bool) {
 	q.mu.Lock()
 	for i := range ds {
-		q.releaseCreditLocked(&ds[i])
-		q.forgetLocked(&ds[i].m)
-		if drop && !q.deleted {
-			q.dead = append(q.dead, deadLetter{m: ds[i].m, reason: reasonRejected})
+		m, ok := q.takePendingLocked(&ds[i])
+		if !ok {
+			continue
+		}
+		q.forgetLocked(&m)
+		if drop {
+			q.dead = append(q.dead, deadLetter{m: m, reason: reasonRejected})
 		}
 	}
 	if !drop {
@@ -548,11 +559,10 @@ func (q *Queue) requeue(ds []delivery) {
 	var clk lazyClock
 	q.mu.Lock()
 	for i := range ds {
-		q.releaseCreditLocked(&ds[i])
-		if q.deleted {
+		m, ok := q.takePendingLocked(&ds[i])
+		if !ok {
 			continue
 		}
-		m := ds[i].m
 		m.redelivered = true
 		m.deliveries++
 		if q.qa.deliveryLimit >= 0 && int64(m.deliveries) > q.qa.deliveryLimit {
@@ -572,11 +582,18 @@ func (q *Queue) requeue(ds []delivery) {
 	q.publishDeadLetters(dead)
 }
 
-func (q *Queue) releaseCreditLocked(d *delivery) {
+// takePendingLocked returns d's consumer credit and takes its entry off the
+// unsettled deliveries; ok is false when the queue no longer has it (it was
+// deleted meanwhile).
+func (q *Queue) takePendingLocked(d *delivery) (queued, bool) {
 	if d.c != nil {
 		d.c.unacked--
 	}
-	q.unacked--
+	m, ok := q.pending[d.id]
+	if ok {
+		delete(q.pending, d.id)
+	}
+	return m, ok
 }
 
 // purge drops every ready message and returns how many there were.
@@ -672,6 +689,7 @@ func (q *Queue) markDeleted() ([]*consumer, int) {
 	q.ready.drain()
 	q.paged, q.pagedBytes = 0, 0
 	q.closeIndexLocked(true)
+	clear(q.pending) // their index entries went with the index
 	q.dead = nil
 	return cs, n
 }
@@ -691,13 +709,16 @@ type QueueInfo struct {
 	InMemory, OnDisk int
 }
 
-// Info returns a snapshot of the queue.
-func (q *Queue) Info() QueueInfo {
+// Info returns a snapshot of the queue, from its handle.
+func (q *Queue) Info() QueueInfo { return q.h.info() }
+
+// localInfo is the snapshot of a queue whose messages are the Queue's.
+func (q *Queue) localInfo() QueueInfo {
 	q.mu.Lock()
 	info := QueueInfo{
 		Name: q.name, Vhost: q.vhost.name, Durable: q.durable, Exclusive: q.exclusive,
 		AutoDelete: q.autoDelete, Arguments: q.args,
-		Ready: q.lengthLocked(), Unacked: q.unacked, Consumers: len(q.consumers), ReadyBytes: q.ready.bytes + q.pagedBytes,
+		Ready: q.lengthLocked(), Unacked: len(q.pending), Consumers: len(q.consumers), ReadyBytes: q.ready.bytes + q.pagedBytes,
 		InMemory: q.ready.len(), OnDisk: q.paged,
 	}
 	q.mu.Unlock()

@@ -32,7 +32,7 @@ func (q *Queue) startPagingLocked() bool {
 		return true
 	}
 	st := q.vhost.transient
-	if st == nil || q.diskGone || q.qa.maxPriority > 0 || q.qa.stream != nil {
+	if st == nil || q.diskGone || q.qa.maxPriority > 0 {
 		return false
 	}
 	ix, _, err := st.openIndex(q.name)

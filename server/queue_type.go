@@ -1,99 +1,129 @@
 package server
 
 import (
+	"time"
+
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/msgstore"
 )
 
-// queueType is what differs between the kinds of queue on the paths every
-// kind shares: the one publish path (Vhost.publish, for AMQP, the management
-// API and dead-lettering) and basic.get (AMQP and the management API). A
-// classic queue enqueues; a stream appends to its log. A queue's type is
-// chosen at declare and never changes, so it is read without a lock (the
-// queue's effective arguments, q.qa, change with policies and are read under
-// Queue.mu).
-type queueType interface {
-	// takesStoredCopy reports whether q keeps a reference to the vhost
-	// store's one copy of m, which the publish path writes once for all the
-	// queues that take it.
-	takesStoredCopy(q *Queue, m *Message) bool
-	// accept hands m to q and says what q did with it. ttl is m's own
-	// expiration in ms, or -1; stored is set when q holds a reference to the
-	// shared stored copy at loc, which accept takes over.
-	accept(q *Queue, m *Message, ttl int64, stored bool, loc msgstore.Loc) accepted
-	// get takes up to max messages for basic.get, passing each to each, or
-	// refuses with RabbitMQ's error.
-	get(q *Queue, max int, noAck bool, each func(gotMessage)) (int, *amqp.Error)
+// queueKind is what differs between the kinds of queue before a queue
+// exists (its declare and its arguments) and the one place a queue's handle
+// is chosen. A queue's kind is fixed at declare.
+type queueKind interface {
+	// newHandle is the handle of q, a queue of this kind.
+	newHandle(q *Queue) queueHandle
+	// checkDeclare refuses declare properties the kind does not support.
+	checkDeclare(vh *Vhost, name string, m *amqp.QueueDeclare, qa *queueArgs) *amqp.Error
+	// policyArgs adjusts a new queue's arguments by the merged policy
+	// definition def.
+	policyArgs(vh *Vhost, name string, declared amqp.Table, qa queueArgs, def map[string]any) queueArgs
 }
 
-// typeOf is the type of a queue declared with qa.
-func typeOf(qa *queueArgs) queueType {
+// kindOf is the kind of a queue declared with qa.
+func kindOf(qa *queueArgs) queueKind {
 	if qa.stream != nil {
-		return streamType{}
+		return streamKind{}
 	}
-	return classicType{}
+	return classicKind{}
 }
 
-// isStream reports whether q is a stream, for the paths that do not yet go
-// through queueType (consume, cancel, settle). It takes no lock.
-func (q *Queue) isStream() bool {
-	_, ok := q.typ.(streamType)
-	return ok
+// classicKind is a classic queue: messages in memory, paged to its index.
+type classicKind struct{}
+
+func (classicKind) newHandle(q *Queue) queueHandle { return classicQueue{q} }
+
+func (classicKind) checkDeclare(*Vhost, string, *amqp.QueueDeclare, *queueArgs) *amqp.Error {
+	return nil
 }
 
-// accepted is what one queue did with a published message.
-type accepted struct {
-	res    enqueueResult
-	stored bool // it keeps a reference to the stored copy
-	// A stream's append: the log and the offset it gave, or that it failed.
-	log          *msgstore.Log
-	offset       uint64
-	appendFailed bool
+func (classicKind) policyArgs(vh *Vhost, name string, declared amqp.Table, qa queueArgs, def map[string]any) queueArgs {
+	return effectiveQueueArgs(name, vh.name, declared, def, qa)
 }
 
-// classicType is a classic queue: messages in memory, paged to its index.
-type classicType struct{}
+// classicQueue is a classic queue's handle: its state is the Queue's
+// (queue.go, queue_disk.go, get.go).
+type classicQueue struct{ q *Queue }
+
+func (h classicQueue) queue() *Queue { return h.q }
 
 // takesStoredCopy: durable queues share the vhost store's copy; a transient
 // queue that pages stores its own copy in the transient store
 // (Queue.enqueueLocked).
-func (classicType) takesStoredCopy(q *Queue, m *Message) bool {
+func (h classicQueue) takesStoredCopy(m *Message) bool {
+	q := h.q
 	// isDurable first: a transient queue's index is set later, under its lock.
 	return isDurable(q) && q.index != nil && (m.Persistent() || q.paging.Load())
 }
 
-func (classicType) accept(q *Queue, m *Message, ttl int64, stored bool, loc msgstore.Loc) accepted {
-	return accepted{res: q.enqueue(m, ttl, stored, loc), stored: stored}
+func (h classicQueue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.Loc) accepted {
+	return accepted{res: h.q.enqueue(m, ttl, stored, loc), stored: stored}
 }
 
-func (classicType) get(q *Queue, max int, noAck bool, each func(gotMessage)) (int, *amqp.Error) {
-	return q.get(max, noAck, each), nil
+func (h classicQueue) consume(c *consumer, ok func()) *amqp.Error { return h.q.addConsumer(c, ok) }
+
+func (h classicQueue) cancel(c *consumer) bool { return h.q.removeConsumer(c) }
+
+func (h classicQueue) redispatch() { h.q.dispatch() }
+
+func (h classicQueue) get(max int, noAck bool, each func(outgoing, int)) (int, *amqp.Error) {
+	return h.q.get(max, noAck, each), nil
 }
 
-// streamType is a stream: an append-only log read by offset (stream.go).
-type streamType struct{}
+func (classicQueue) checkSettle(settleKind, uint32) *amqp.Error { return nil }
 
-// takesStoredCopy is false: a stream keeps its messages in its own log.
-func (streamType) takesStoredCopy(*Queue, *Message) bool { return false }
-
-// accept appends m to the stream's log; the confirm waits for the append to
-// be durable (routeResult.streams completes the publish's confirm through
-// streamPublish.completeWhenDurable). A stream has no per-message TTL.
-func (streamType) accept(q *Queue, m *Message, _ int64, _ bool, _ msgstore.Loc) accepted {
-	s := q.vhost.streams.get(q)
-	if s == nil {
-		return accepted{res: enqueueGone} // deleted meanwhile
+func (h classicQueue) settle(ds []delivery, kind settleKind) {
+	if kind == settleRequeue {
+		h.q.requeue(ds)
+	} else {
+		h.q.settle(ds, kind == settleDrop)
 	}
-	off, err := s.append(m)
-	if err != nil {
-		s.logger.Error("stream append failed", "err", err)
-		return accepted{res: enqueued, appendFailed: true}
-	}
-	return accepted{res: enqueued, log: s.log, offset: off}
 }
 
-// get refuses: RabbitMQ 3.10 streams have no basic.get (540, which closes
-// the connection; the management API answers 400 with the same text).
-func (streamType) get(q *Queue, _ int, _ bool, _ func(gotMessage)) (int, *amqp.Error) {
-	return 0, amqp.NewError(amqp.NotImplemented, methodBasicGet, "basic.get not supported by stream queues %s", describeQueue(q.name, q.vhost.name))
+func (h classicQueue) purge(uint32) (int, *amqp.Error) { return h.q.purge(), nil }
+
+func (h classicQueue) deletable(ifUnused, ifEmpty bool) *amqp.Error {
+	return h.q.deletable(ifUnused, ifEmpty)
+}
+
+func (h classicQueue) delete() ([]*consumer, int) { return h.q.markDeleted() }
+
+func (h classicQueue) counts() (int, int) { return h.q.counts() }
+
+func (h classicQueue) info() QueueInfo { return h.q.localInfo() }
+
+func (h classicQueue) status() QueueStatus { return h.q.localStatus() }
+
+func (h classicQueue) consumerInfos() []ConsumerInfo { return h.q.localConsumers() }
+
+func (h classicQueue) consumerTimeout() time.Duration {
+	return time.Duration(h.q.consumerTimeout.Load())
+}
+
+func (h classicQueue) touch() { h.q.touch() }
+
+func (classicQueue) typeName() string { return "classic" }
+
+func (h classicQueue) hasFiles() bool { return isDurable(h.q) }
+
+func (h classicQueue) openFiles(*Server) error { return h.q.openStorage() }
+
+func (h classicQueue) applyPolicy(def map[string]any) {
+	q := h.q
+	q.mu.Lock()
+	current := q.qa
+	q.mu.Unlock()
+	q.reconfigure(effectiveQueueArgs(q.name, q.vhost.name, q.declaredArgs(), def, current))
+}
+
+// deletable refuses queue.delete with if-unused or if-empty as RabbitMQ does.
+func (q *Queue) deletable(ifUnused, ifEmpty bool) *amqp.Error {
+	ready, consumers := q.counts()
+	if ifUnused && consumers > 0 {
+		return amqp.NewError(amqp.PreconditionFailed, methodQueueDelete, "%s in use", describeQueue(q.name, q.vhost.name))
+	}
+	if ifEmpty && ready > 0 {
+		return amqp.NewError(amqp.PreconditionFailed, methodQueueDelete, "%s not empty", describeQueue(q.name, q.vhost.name))
+	}
+	return nil
 }

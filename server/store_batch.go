@@ -111,7 +111,7 @@ func (c *conn) flushStores() {
 		for _, q := range b.queues[it.from:it.to] {
 			// Decided once per queue, so the reference count given to the
 			// store matches the queues that hold the copy (as deliverTo).
-			s := q.typ.takesStoredCopy(q, it.m)
+			s := q.h.takesStoredCopy(it.m)
 			b.store = append(b.store, s)
 			if s {
 				it.refs++
@@ -146,7 +146,7 @@ func (c *conn) flushStores() {
 			if s && !ok {
 				continue
 			}
-			res.add(q.typ.accept(q, it.m, it.m.ttl, s && ok, loc))
+			res.add(q.h.enqueue(it.m, it.m.ttl, s && ok, loc))
 		}
 		it.ch.confirmRouted(it.seq, &res)
 	}

@@ -33,7 +33,9 @@ import (
 //
 // Lock order: vhost.mu → streamTable.mu → stream.mu → stream.tmu;
 // stream.amu → msgstore's append lock → stream.tmu (the prologue hook); a
-// reader goroutine takes channel.umu → channel.cmu → outbox.mu. tmu is a leaf.
+// reader goroutine holds no stream lock while it delivers through its
+// consumer's sink (channel.cmu to check the subscription, released, then
+// channel.umu → outbox.mu). tmu is a leaf.
 // Publishes hold amu shared around their Append; a snapshot writer holds it
 // exclusively, which orders snapshots in the log as they were encoded. No lock
 // is held across log I/O except amu (one write) and, by queue deletion,
@@ -169,15 +171,6 @@ func (t *streamTable) take(q *Queue) *stream {
 	s := t.m[q]
 	delete(t.m, q)
 	return s
-}
-
-// checkPurgeable refuses queue.purge of a stream as RabbitMQ 3.10 does:
-// 540, which closes the connection. A stream's records go only by retention.
-func checkPurgeable(q *Queue, method uint32) *amqp.Error {
-	if !q.isStream() {
-		return nil
-	}
-	return amqp.NewError(amqp.NotImplemented, method, "queue.purge not supported by stream queues %s", describeQueue(q.name, q.vhost.name))
 }
 
 // checkStreamDeclare refuses stream properties RabbitMQ refuses: a stream is
@@ -366,7 +359,7 @@ loop:
 	close(s.halt)
 	s.wg.Wait()
 	for _, c := range cancelled {
-		c.ch.serverCancel(c)
+		c.sink.cancelled(c)
 	}
 	if s.remove.Load() {
 		if err := s.log.Close(); err != nil {
@@ -463,21 +456,3 @@ var (
 	// management API, which does not create streams yet.
 	ErrStreamNeedsAMQP = errors.New("server: stream queues are declared over AMQP")
 )
-
-// openDurableStorage opens a newly declared queue's storage: the log of a
-// stream queue, the index of any other. c is nil for a declaration through the
-// management API; the stream then needs the server bound to the vhost's
-// stream table (Server.DeclareQueue binds it).
-func openDurableStorage(c *conn, q *Queue) error {
-	if !q.isStream() {
-		return q.openStorage()
-	}
-	srv := q.vhost.streams.server()
-	if c != nil {
-		srv = c.srv
-	}
-	if srv == nil {
-		return ErrStreamNeedsAMQP
-	}
-	return openStream(srv, q)
-}

@@ -35,58 +35,55 @@ func (sc *streamConsumer) signal() {
 	}
 }
 
-// consumeStream implements basic.consume on stream queue q.
-func (ch *channel) consumeStream(q *Queue, m *amqp.BasicConsume, tag string, prio int64) *amqp.Error {
+// consume implements basic.consume on the stream: a reader goroutine per
+// consumer reads the log from the offset the arguments ask for.
+func (h streamQueue) consume(c *consumer, ok func()) *amqp.Error {
+	q := h.q
 	s := q.vhost.streams.get(q)
 	if s == nil {
-		return amqp.NewError(amqp.NotFound, m.ID(), "no %s", describeQueue(q.name, q.vhost.name))
+		return amqp.NewError(amqp.NotFound, methodBasicConsume, "no %s", describeQueue(q.name, q.vhost.name))
 	}
 	// RabbitMQ 3.10's checks, in its order (rabbit_stream_queue:consume),
 	// and its words, checked against a running node.
-	if ch.consumerPrefetch == 0 {
-		return amqp.NewError(amqp.PreconditionFailed, m.ID(), "consumer prefetch count is not set for '%s'", describeQueue(q.name, q.vhost.name))
+	if c.prefetch == 0 {
+		return amqp.NewError(amqp.PreconditionFailed, methodBasicConsume, "consumer prefetch count is not set for '%s'", describeQueue(q.name, q.vhost.name))
 	}
-	if m.NoAck {
-		return amqp.NewError(amqp.NotImplemented, m.ID(), "automatic acknowledgement not supported by stream queues %s", describeQueue(q.name, q.vhost.name))
+	if c.noAck {
+		return amqp.NewError(amqp.NotImplemented, methodBasicConsume, "automatic acknowledgement not supported by stream queues %s", describeQueue(q.name, q.vhost.name))
 	}
-	offsetArg := m.Arguments["x-stream-offset"]
+	offsetArg := c.args["x-stream-offset"]
 	spec, err := parseStreamOffset(offsetArg, time.Now())
 	if err != nil {
-		return streamOffsetError(m.ID(), q.name, q.vhost.name, offsetArg)
+		return streamOffsetError(methodBasicConsume, q.name, q.vhost.name, offsetArg)
 	}
 	track := ""
-	if v, ok := m.Arguments["x-stream-offset-tracking-name"]; ok {
+	if v, ok := c.args["x-stream-offset-tracking-name"]; ok {
 		name, isStr := v.(string)
 		if !isStr || name == "" || len(name) > maxTrackingNameLen {
-			return amqp.NewError(amqp.PreconditionFailed, m.ID(), "invalid arg 'x-stream-offset-tracking-name' for consumer: %v", v)
+			return amqp.NewError(amqp.PreconditionFailed, methodBasicConsume, "invalid arg 'x-stream-offset-tracking-name' for consumer: %v", v)
 		}
 		track = name
 		if err := s.reserveTracking(name); err != nil {
-			return amqp.NewError(amqp.PreconditionFailed, m.ID(), "cannot track offsets as %q on %s: %v", name, describeQueue(q.name, q.vhost.name), err)
+			return amqp.NewError(amqp.PreconditionFailed, methodBasicConsume, "cannot track offsets as %q on %s: %v", name, describeQueue(q.name, q.vhost.name), err)
 		}
 	}
 	from, ferr := s.startOffset(spec, track)
 	if ferr != nil {
-		return amqp.NewError(amqp.InternalError, m.ID(), "stream %s: %v", describeQueue(q.name, q.vhost.name), ferr)
+		return amqp.NewError(amqp.InternalError, methodBasicConsume, "stream %s: %v", describeQueue(q.name, q.vhost.name), ferr)
 	}
-	c := &consumer{tag: tag, ch: ch, q: q, prefetch: ch.consumerPrefetch, args: m.Arguments, priority: prio}
 	sc := &streamConsumer{s: s, c: c, prefetch: int32(c.prefetch), track: track,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	sc.offset.Store(from)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		return amqp.NewError(amqp.NotFound, m.ID(), "no %s", describeQueue(q.name, q.vhost.name))
+		return amqp.NewError(amqp.NotFound, methodBasicConsume, "no %s", describeQueue(q.name, q.vhost.name))
 	}
 	s.consumers[c] = sc
 	s.wg.Add(1)
 	s.mu.Unlock()
-	ch.cmu.Lock()
-	ch.consumers[tag] = c
-	ch.cmu.Unlock()
 	q.touch()
-	// consume-ok goes out before the reader goroutine can deliver.
-	ch.reply(m.Nowait, &amqp.BasicConsumeOk{ConsumerTag: tag})
+	ok() // consume-ok goes out before the reader goroutine can deliver
 	go sc.run()
 	return nil
 }
@@ -112,27 +109,28 @@ func (s *stream) startOffset(spec streamStart, track string) (uint64, error) {
 	return st.NextOffset, nil
 }
 
-// cancelStream stops stream consumer c and waits for its reader, so no
-// delivery follows the cancel-ok. A tracking consumer's offset is written to
-// the log first (if it changed), so a confirm for any later publish to the
-// stream proves it durable.
-func (ch *channel) cancelStream(c *consumer) {
-	s := c.q.vhost.streams.get(c.q)
+// cancel stops stream consumer c and waits for its reader, so no delivery
+// follows the cancel-ok. A tracking consumer's offset is written to the log
+// first (if it changed), so a confirm for any later publish to the stream
+// proves it durable. A stream does not auto-delete.
+func (h streamQueue) cancel(c *consumer) bool {
+	s := h.q.vhost.streams.get(h.q)
 	if s == nil {
-		return
+		return false
 	}
 	s.mu.Lock()
 	sc := s.consumers[c]
 	delete(s.consumers, c)
 	s.mu.Unlock()
 	if sc == nil {
-		return
+		return false
 	}
 	sc.stopOnce.Do(func() { close(sc.stop) })
 	<-sc.done
 	if sc.track != "" {
 		s.snapshot(false)
 	}
+	return false
 }
 
 // run is the consumer's reader goroutine: it reads with its own Iterator while
@@ -170,7 +168,7 @@ func (sc *streamConsumer) run() {
 		}
 		if err := it.Err(); err != nil {
 			s.logger.Error("stream consumer cannot read; cancelling it", "consumer", sc.c.tag, "err", err)
-			sc.c.ch.serverCancel(sc.c)
+			sc.c.sink.cancelled(sc.c)
 			return
 		}
 		if !sc.wait(poll) {
@@ -193,45 +191,25 @@ func (sc *streamConsumer) wait(poll *time.Ticker) bool {
 	}
 }
 
-// subscribed reports whether the consumer is still registered on its channel.
-func (sc *streamConsumer) subscribed() bool {
-	ch := sc.c.ch
-	ch.cmu.Lock()
-	defer ch.cmu.Unlock()
-	return ch.consumers[sc.c.tag] == sc.c
-}
+// subscribed reports whether the consumer is still subscribed on its channel.
+func (sc *streamConsumer) subscribed() bool { return sc.c.sink.subscribed(sc.c) }
 
-// deliver sends the record at off with an x-stream-offset header; false when
-// the consumer is no longer subscribed. Subscription is checked under umu so
-// a channel shutdown (which clears consumers, then takes unacked under umu)
-// either sees this delivery in unacked or makes us skip it.
+// deliver sends the record at off with an x-stream-offset header, its offset
+// as the delivery id; false when the consumer is no longer subscribed. The
+// cancel paths stop this reader (streamQueue.cancel) before the channel takes
+// its unacked deliveries, so none is left behind.
 func (sc *streamConsumer) deliver(off uint64, rec msgstore.Record) bool {
-	c, ch := sc.c, sc.c.ch
-	props := streamDeliveryProps(rec.Properties, off, sc.s.logger)
-	msg := &Message{Exchange: string(rec.Exchange), RoutingKey: string(rec.RoutingKey)}
-	o := ch.conn.out
-	ch.umu.Lock()
+	c := sc.c
 	if !sc.subscribed() {
-		ch.umu.Unlock()
 		return false
 	}
-	ch.nextTag++
-	tag := ch.nextTag
-	ch.unacked.push(delivery{tag: tag, q: c.q, c: c, m: queued{msg: msg, seq: off}, at: ch.conn.srv.clock()})
-	ch.globalUnacked.Add(1) // given back by releaseGlobal on settle
+	props := streamDeliveryProps(rec.Properties, off, sc.s.logger)
+	msg := &Message{Exchange: string(rec.Exchange), RoutingKey: string(rec.RoutingKey), Body: rec.Body}
+	c.sink.charge(c) // given back when the delivery is settled
 	sc.inflight.Add(1)
-	d := amqp.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey}
-	o.mu.Lock()
-	if start, ok := o.beginMethodLocked(ch.id); ok {
-		o.buf = d.AppendTo(o.buf)
-		o.endWithContentLocked(start, ch.id, ch.conn.frameMax, props, rec.Body)
-	}
-	o.mu.Unlock()
-	ch.umu.Unlock()
-	o.signal()
+	c.sink.deliver(c, outgoing{id: off, msg: msg, props: props})
 	sc.offset.Store(off + 1)
-	ch.stats.delivered(false, false)
-	c.q.stats.delivered.inc()
+	sc.s.q.stats.delivered.inc()
 	return true
 }
 
@@ -254,10 +232,11 @@ func streamDeliveryProps(raw []byte, off uint64, logger interface{ Warn(string, 
 	return p.AppendTo(nil)
 }
 
-// settleStream returns credit for settled stream deliveries and records acked
-// offsets for tracking consumers. Nothing is removed from the stream.
-func (ch *channel) settleStream(ds []delivery, kind settleKind) {
-	q := ds[0].q
+// settle returns credit for settled stream deliveries and records acked
+// offsets (the delivery ids) for tracking consumers. Nothing is removed from
+// the stream.
+func (h streamQueue) settle(ds []delivery, kind settleKind) {
+	q := h.q
 	s := q.vhost.streams.get(q)
 	if s == nil {
 		return
@@ -277,7 +256,7 @@ func (ch *channel) settleStream(ds []delivery, kind settleKind) {
 		if len(woke) == 0 || woke[len(woke)-1] != sc {
 			woke = append(woke, sc)
 		}
-		if kind == settleAck && sc.track != "" && s.noteAckLocked(sc.track, ds[i].m.seq) {
+		if kind == settleAck && sc.track != "" && s.noteAckLocked(sc.track, ds[i].id) {
 			moved = true
 		}
 	}
@@ -288,14 +267,4 @@ func (ch *channel) settleStream(ds []delivery, kind settleKind) {
 	if moved {
 		s.kickTracking()
 	}
-}
-
-// hasStreamDelivery reports whether ds holds a delivery from a stream.
-func hasStreamDelivery(ds []delivery) bool {
-	for i := range ds {
-		if ds[i].q.isStream() {
-			return true
-		}
-	}
-	return false
 }

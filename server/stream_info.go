@@ -79,8 +79,9 @@ func (q *Queue) StreamInfo() (info StreamInfo, ok bool) {
 	}
 	s.mu.Lock()
 	for c, sc := range s.consumers {
+		o := c.sink.owner()
 		info.Consumers = append(info.Consumers, StreamConsumerInfo{
-			Tag: c.tag, Channel: c.ch.id, ConnName: c.ch.conn.name, Offset: sc.offset.Load(),
+			Tag: c.tag, Channel: o.Channel, ConnName: o.ConnName, Offset: sc.offset.Load(),
 			InFlight: int(sc.inflight.Load()), TrackingName: sc.track,
 		})
 	}

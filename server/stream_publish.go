@@ -1,17 +1,13 @@
 package server
 
-import (
-	"sync/atomic"
+import "sync/atomic"
 
-	"github.com/warrenmq/warren/msgstore"
-)
-
-// streamPublish is what publishing one message did to the stream queues it
-// was routed to (streamType.accept).
-type streamPublish struct {
-	logs    []*msgstore.Log // the streams appended to
-	offsets []uint64        // and the offsets they gave
-	failed  bool            // an append failed: the confirm is a nack
+// pendingDurables are the destinations of one publish that accepted it but
+// have not made it durable yet (accepted.wait), which its confirm waits for.
+type pendingDurables struct {
+	waits  []durableWaiter
+	tokens []uint64
+	failed bool // a write failed at once: the confirm is a nack
 }
 
 // testHookStreamDurable, when set by a test, wraps the callback each stream
@@ -19,15 +15,10 @@ type streamPublish struct {
 // back and see the confirm wait for it.
 var testHookStreamDurable atomic.Pointer[func(fn func(error)) func(error)]
 
-// completeWhenDurable has each stream append complete one destination of c
-// once it is durable under the stream's flush policy. The callbacks run on
-// the logs' flusher goroutines and do not block.
-func (sp *streamPublish) completeWhenDurable(c completion) {
-	for i, l := range sp.logs {
-		fn := c.durable
-		if h := testHookStreamDurable.Load(); h != nil {
-			fn = (*h)(fn)
-		}
-		l.WhenDurable(sp.offsets[i], fn)
+// completeWhenDurable has each pending destination complete one destination
+// of c once its copy is durable.
+func (p *pendingDurables) completeWhenDurable(c completion) {
+	for i, w := range p.waits {
+		w.whenDurable(p.tokens[i], c)
 	}
 }

@@ -451,7 +451,7 @@ func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (
 		vh.mu.Unlock()
 		return q, err
 	}
-	if !isDurable(q) && !q.isStream() {
+	if !q.h.hasFiles() {
 		vh.installQueueLocked(q)
 		vh.mu.Unlock()
 		return q, nil
@@ -539,10 +539,8 @@ func (vh *Vhost) prepareQueueLocked(c *conn, m *amqp.QueueDeclare, name string) 
 	if m.Exclusive {
 		owner = c
 	}
-	if qa.stream != nil {
-		if err := checkStreamDeclare(vh, name, m, qa.stream); err != nil {
-			return nil, false, err
-		}
+	if err := kindOf(&qa).checkDeclare(vh, name, m, &qa); err != nil {
+		return nil, false, err
 	}
 	return newQueue(vh, name, m.Durable, m.Exclusive, m.AutoDelete, m.Arguments, qa, owner), true, nil
 }
@@ -552,7 +550,7 @@ func redeclareQueue(c *conn, m *amqp.QueueDeclare, q *Queue) *amqp.Error {
 	if err := checkExclusive(c, q, methodQueueDeclare); err != nil {
 		return err
 	}
-	q.touch()
+	q.h.touch()
 	what := describeQueue(q.name, q.vhost.name)
 	if err := equivalentBool(methodQueueDeclare, what, "durable", m.Durable, q.durable); err != nil {
 		return err
@@ -569,7 +567,11 @@ func redeclareQueue(c *conn, m *amqp.QueueDeclare, q *Queue) *amqp.Error {
 // createQueueFiles creates a new queue's index (or stream log) and its
 // meta.db record; called without vh.mu.
 func (vh *Vhost) createQueueFiles(c *conn, q *Queue) *amqp.Error {
-	if err := openDurableStorage(c, q); err != nil {
+	var srv *Server
+	if c != nil {
+		srv = c.srv
+	}
+	if err := q.h.openFiles(srv); err != nil {
 		return amqp.NewError(amqp.InternalError, methodQueueDeclare, "could not create the queue's index: %v", err)
 	}
 	if isDurable(q) && vh.meta != nil {
@@ -577,8 +579,7 @@ func (vh *Vhost) createQueueFiles(c *conn, q *Queue) *amqp.Error {
 			Vhost: vh.name, Name: q.name, Durable: q.durable, AutoDelete: q.autoDelete, Arguments: tableBytes(q.args),
 		})
 		if err != nil {
-			q.markDeleted()
-			closeStream(q, true)
+			q.h.delete()
 			return metaFailure(methodQueueDeclare, err)
 		}
 	}
@@ -591,8 +592,7 @@ func (vh *Vhost) undoQueueFiles(q *Queue) {
 	if isDurable(q) && vh.meta != nil {
 		vh.commitDeletes(DeleteQueue{Vhost: vh.name, Name: q.name})
 	}
-	closeStream(q, true)
-	q.markDeleted()
+	q.h.delete()
 }
 
 // installQueueLocked makes a created queue visible.
@@ -619,14 +619,9 @@ func (vh *Vhost) deleteQueue(c *conn, name string, ifUnused, ifEmpty bool) (int,
 		vh.mu.Unlock()
 		return 0, err
 	}
-	ready, consumers := q.counts()
-	if ifUnused && consumers > 0 {
+	if err := q.h.deletable(ifUnused, ifEmpty); err != nil {
 		vh.mu.Unlock()
-		return 0, amqp.NewError(amqp.PreconditionFailed, methodQueueDelete, "%s in use", describeQueue(name, vh.name))
-	}
-	if ifEmpty && ready > 0 {
-		vh.mu.Unlock()
-		return 0, amqp.NewError(amqp.PreconditionFailed, methodQueueDelete, "%s not empty", describeQueue(name, vh.name))
+		return 0, err
 	}
 	var b metaBatch
 	cs, n := vh.removeQueueAndUnlock(q, &b, true)
@@ -677,8 +672,7 @@ func (vh *Vhost) removeQueueAndUnlock(q *Queue, b *metaBatch, commit bool) ([]*c
 	if commit && !underLock {
 		vh.commitBatch(b)
 	}
-	closeStream(q, true)
-	cs, n := q.markDeleted()
+	cs, n := q.h.delete()
 	vh.mu.Lock()
 	release()
 	vh.mu.Unlock()
@@ -696,7 +690,7 @@ func (vh *Vhost) removeQueue(q *Queue) {
 // notifyCancelled tells each consumer's channel that the server cancelled it.
 func notifyCancelled(cs []*consumer) {
 	for _, c := range cs {
-		c.ch.serverCancel(c)
+		c.sink.cancelled(c)
 	}
 }
 
