@@ -45,6 +45,50 @@ func BenchmarkPublishRouteDeliver(b *testing.B) {
 	}
 }
 
+// BenchmarkPublishDeliverAck is BenchmarkPublishRouteDeliver with a
+// consumer that acks: each publish is delivered, then settled with
+// basic.ack multiple=true by its channel, through the queue's handle by
+// delivery id.
+func BenchmarkPublishDeliverAck(b *testing.B) {
+	ts := startServer(b)
+	vh := ts.Vhost("/")
+	c, ch := benchChannel(b, ts)
+	q, aerr := vh.declareQueue(c, &amqp.QueueDeclare{Queue: "bench"})
+	if aerr != nil {
+		b.Fatal(aerr)
+	}
+	cons := &consumer{tag: "c", sink: ch, q: q.h}
+	if aerr := q.h.consume(cons, func() {}); aerr != nil {
+		b.Fatal(aerr)
+	}
+	parsed := benchPublishFrames(b, "", "bench")
+	ackFrame, _, err := amqp.ParseFrame(amqp.AppendMethodFrame(nil, 1, &amqp.BasicAck{Multiple: true}), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var spare []byte
+	b.ReportAllocs()
+	b.SetBytes(16)
+	b.ResetTimer()
+	for i := range b.N {
+		for _, f := range parsed {
+			if err := ch.handleFrame(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := ch.handleFrame(ackFrame); err != nil {
+			b.Fatal(err)
+		}
+		if i%1024 == 0 {
+			spare, _ = c.out.take(spare)
+		}
+	}
+	b.StopTimer()
+	if got := q.Info().Acked; got != uint64(b.N) {
+		b.Fatalf("acked %d of %d", got, b.N)
+	}
+}
+
 // BenchmarkAMQPPublishConsume measures the same path end to end over TCP with
 // amqp091-go as both publisher and autoack consumer.
 func BenchmarkAMQPPublishConsume(b *testing.B) {
