@@ -388,3 +388,52 @@ func TestQueueHandleDeleteCancelsConsumers(t *testing.T) {
 		t.Fatalf("counts after delete %s", got)
 	}
 }
+
+// A stream serves the same interface: its deliveries are named by their
+// offsets, its reader stops at the consumer's credit, and what RabbitMQ
+// 3.10 refuses on streams (basic.get, nack, purge) is refused through the
+// handle with RabbitMQ's 540.
+func TestQueueHandleStream(t *testing.T) {
+	s := newQueueHarness(t)
+	args := amqp.Table{"x-queue-type": "stream"}
+	if _, err := s.DeclareQueue("/", QueueSpec{Name: "st", Durable: true, Arguments: args}); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Vhost("/").queue("st").h
+	publishViaAPI(t, s, "st", "1", "2", "3")
+	sink := &fakeSink{}
+	c := &consumer{tag: "a", sink: sink, q: h, prefetch: 2, args: amqp.Table{"x-stream-offset": "first"}}
+	if aerr := h.consume(c, func() {}); aerr != nil {
+		t.Fatal(aerr)
+	}
+	defer h.cancel(c)
+	var got []fakeDelivery
+	waitFor(t, 5*time.Second, "two deliveries", func() bool {
+		got = append(got, sink.deliveries()...)
+		return len(got) >= 2
+	})
+	wantStrings(t, "up to the credit", fakeBodies(got), []string{"a:1", "a:2"})
+	if got[0].m.id+1 != got[1].m.id {
+		t.Fatalf("delivery ids %d, %d: want consecutive offsets", got[0].m.id, got[1].m.id)
+	}
+	settleFake(got[:1], settleAck)
+	var more []fakeDelivery
+	waitFor(t, 5*time.Second, "the third delivery after an ack", func() bool {
+		more = append(more, sink.deliveries()...)
+		return len(more) >= 1
+	})
+	wantStrings(t, "after an ack", fakeBodies(more), []string{"a:3"})
+
+	if _, aerr := h.get(1, false, func(outgoing, int) { t.Error("a stream delivered to basic.get") }); aerr == nil || aerr.Code != amqp.NotImplemented {
+		t.Errorf("get: %v, want 540", aerr)
+	}
+	if aerr := h.checkSettle(settleRequeue, (&amqp.BasicNack{}).ID()); aerr == nil || aerr.Code != amqp.NotImplemented {
+		t.Errorf("nack: %v, want 540", aerr)
+	}
+	if aerr := h.checkSettle(settleAck, (&amqp.BasicAck{}).ID()); aerr != nil {
+		t.Errorf("ack: %v", aerr)
+	}
+	if _, aerr := h.purge(methodQueuePurge); aerr == nil || aerr.Code != amqp.NotImplemented {
+		t.Errorf("purge: %v, want 540", aerr)
+	}
+}
