@@ -61,7 +61,7 @@ func (a *API) definitionsToJSON(d server.Definitions, perVhost bool) definitions
 				tags = []string{}
 			}
 			users = append(users, map[string]any{"name": u.Name, "password_hash": u.PasswordHash,
-				"hashing_algorithm": u.HashingAlgorithm, "tags": tags, "limits": map[string]any{}})
+				"hashing_algorithm": u.HashingAlgorithm, "tags": tags, "limits": orEmpty(u.Limits)})
 		}
 		for _, v := range d.Vhosts {
 			m := map[string]any{"name": v.Name}
@@ -227,6 +227,11 @@ func parseUsersSection(m map[string]any, d *server.Definitions) error {
 		}
 		if def.Tags, err = u.tags("tags"); err != nil {
 			return defError("users", i, err)
+		}
+		if l, ok := u["limits"]; ok && l != nil {
+			if def.Limits, ok = l.(map[string]any); !ok {
+				return defError("users", i, errors.New("limits must be an object"))
+			}
 		}
 		d.Users = append(d.Users, def)
 	}

@@ -219,7 +219,7 @@ func TestMgmtFeatureFlags(t *testing.T) {
 	want := map[string]string{
 		"classic_mirrored_queue_version": "disabled", "drop_unroutable_metric": "enabled", "empty_basic_get_metric": "enabled",
 		"implicit_default_bindings": "enabled", "maintenance_mode_status": "disabled", "quorum_queue": "disabled",
-		"stream_queue": "enabled", "user_limits": "disabled", "virtual_host_metadata": "enabled",
+		"stream_queue": "enabled", "user_limits": "enabled", "virtual_host_metadata": "enabled",
 	}
 	if fmt.Sprint(states) != fmt.Sprint(want) {
 		t.Errorf("feature flags %v, want %v", states, want)

@@ -13,6 +13,7 @@ func (a *API) buildRoutes() []*route {
 	a.nodeRoutes(&t)
 	a.accessRoutes(&t)
 	a.topologyRoutes(&t)
+	a.paramRoutes(&t)
 	return t.routes
 }
 

@@ -141,7 +141,7 @@ func userJSON(u server.UserSummary) map[string]any {
 	}
 	return map[string]any{
 		"name": u.Name, "password_hash": "", "hashing_algorithm": u.HashingAlgorithm,
-		"tags": tags, "limits": map[string]any{},
+		"tags": tags, "limits": userLimitsJSON(u.Limits),
 	}
 }
 

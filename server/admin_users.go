@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -68,6 +69,7 @@ type UserSummary struct {
 	Tags             []string
 	HasPassword      bool
 	HashingAlgorithm string
+	Limits           map[string]int64 // user limits; nil when none
 }
 
 // Users returns every user sorted by name, without password hashes.
@@ -85,7 +87,7 @@ func (s *Server) Users() []UserSummary {
 func summarize(a *account) UserSummary {
 	return UserSummary{
 		Name: a.name, Tags: slices.Clone(a.tags), HasPassword: a.passwordHash != "",
-		HashingAlgorithm: HashAlgorithm(a.passwordHash),
+		HashingAlgorithm: HashAlgorithm(a.passwordHash), Limits: maps.Clone(a.limits),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -110,6 +111,7 @@ type account struct {
 	passwordHash string
 	tags         []string
 	loopbackOnly bool
+	limits       map[string]int64               // max-connections, max-channels (user_limits.go)
 	perms        map[string]*compiledPermission // by vhost
 	topics       map[topicKey]*compiledTopic    // topic permissions (topic_auth.go)
 }
@@ -119,6 +121,7 @@ type UserInfo struct {
 	Name         string
 	PasswordHash string
 	Tags         []string
+	Limits       map[string]int64
 }
 
 // users is the user database. Its lock is a leaf: nothing else is locked under it.
@@ -139,7 +142,11 @@ func (u *users) put(name, hash string, tags []string, loopbackOnly bool) error {
 	if !validPasswordHash(hash) {
 		return fmt.Errorf("user %q: %w", name, ErrBadPasswordHash)
 	}
-	return u.apply(PutUser{Name: name, PasswordHash: hash, Tags: slices.Clone(tags), LoopbackOnly: loopbackOnly})
+	// A user's limits are kept when it is replaced, as RabbitMQ's put_user
+	// keeps them; the caller holds adminState.mu, so they cannot change
+	// meanwhile.
+	return u.apply(PutUser{Name: name, PasswordHash: hash, Tags: slices.Clone(tags), LoopbackOnly: loopbackOnly,
+		Limits: u.limitsOf(name)})
 }
 
 // installUser creates or updates a user in memory (Server.apply).
@@ -154,6 +161,7 @@ func (u *users) installUser(c PutUser) {
 	a.passwordHash = c.PasswordHash
 	a.tags = slices.Clone(c.Tags)
 	a.loopbackOnly = c.LoopbackOnly
+	a.limits = maps.Clone(c.Limits)
 	u.generation.Add(1)
 }
 
@@ -225,7 +233,7 @@ func (u *users) list() []UserInfo {
 	defer u.mu.RUnlock()
 	out := make([]UserInfo, 0, len(u.accounts))
 	for _, a := range u.accounts {
-		out = append(out, UserInfo{Name: a.name, PasswordHash: a.passwordHash, Tags: slices.Clone(a.tags)})
+		out = append(out, UserInfo{Name: a.name, PasswordHash: a.passwordHash, Tags: slices.Clone(a.tags), Limits: maps.Clone(a.limits)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -268,7 +276,7 @@ func (u *users) load(m metaUser) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.accounts[m.Name] = &account{name: m.Name, passwordHash: m.PasswordHash, tags: m.Tags,
-		loopbackOnly: m.LoopbackOnly, perms: make(map[string]*compiledPermission)}
+		loopbackOnly: m.LoopbackOnly, limits: m.Limits, perms: make(map[string]*compiledPermission)}
 }
 
 // loadPermission installs a permission read from meta.db.

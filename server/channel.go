@@ -12,6 +12,9 @@ import (
 type channel struct {
 	id   uint16
 	conn *conn
+	// userSlot says the channel is counted against its user's max-channels
+	// (user_limits.go); reader-owned.
+	userSlot bool
 	// closing is set after the server sent channel.close; frames are then
 	// discarded until channel.close-ok.
 	closing bool
@@ -92,7 +95,7 @@ func (ch *channel) handleFrame(f amqp.Frame) error {
 			id, _ := amqp.MethodID(f.Payload)
 			switch id {
 			case (&amqp.ChannelCloseOk{}).ID():
-				delete(ch.conn.channels, ch.id)
+				ch.conn.forgetChannel(ch)
 			case (&amqp.ChannelClose{}).ID():
 				ch.conn.out.sendMethod(ch.id, &amqp.ChannelCloseOk{})
 			}
@@ -191,7 +194,7 @@ func (ch *channel) dispatch(m amqp.Method) *amqp.Error {
 		return amqp.NewError(amqp.ChannelError, m.ID(), "second 'channel.open' seen")
 	case *amqp.ChannelClose:
 		ch.shutdown()
-		delete(ch.conn.channels, ch.id)
+		ch.conn.forgetChannel(ch)
 		ch.conn.out.sendMethod(ch.id, &amqp.ChannelCloseOk{})
 		return nil
 	case *amqp.ChannelCloseOk:

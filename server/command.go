@@ -45,6 +45,8 @@ type PutUser struct {
 	PasswordHash string   `json:"password_hash"`
 	Tags         []string `json:"tags"`
 	LoopbackOnly bool     `json:"loopback_only"`
+	// Limits are the user's max-connections and max-channels, when set.
+	Limits map[string]int64 `json:"limits,omitempty"`
 }
 
 // DeleteUser deletes a user with its permissions and topic permissions.

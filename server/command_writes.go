@@ -29,7 +29,7 @@ func (c DeleteVhost) writes(b *metaBatch) error {
 }
 
 func (c PutUser) writes(b *metaBatch) error {
-	return b.put(bucketUsers, metaKey(c.Name), metaUser{Name: c.Name, PasswordHash: c.PasswordHash, Tags: c.Tags, LoopbackOnly: c.LoopbackOnly})
+	return b.put(bucketUsers, metaKey(c.Name), metaUser{Name: c.Name, PasswordHash: c.PasswordHash, Tags: c.Tags, LoopbackOnly: c.LoopbackOnly, Limits: c.Limits})
 }
 
 func (c DeleteUser) writes(b *metaBatch) error {

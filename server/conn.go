@@ -48,6 +48,9 @@ type conn struct {
 	tlsInfo    *TLSConnInfo // nil on plain TCP; set once by the reader before the handshake
 	// vhostSlot is the vhost this connection is counted against (limits.go).
 	vhostSlot *Vhost
+	// userSlot says the connection is counted against its user's
+	// max-connections (user_limits.go).
+	userSlot bool
 
 	// Reader-owned state.
 	channels  map[uint16]*channel
@@ -139,6 +142,7 @@ func (c *conn) serve() {
 	}
 	defer c.srv.unregisterConn(c)
 	defer c.releaseVhostSlot()
+	defer c.releaseUserSlot()
 	if err := c.handshake(); err != nil {
 		c.logHandshakeEnd(err)
 		return
@@ -180,9 +184,9 @@ func (c *conn) forced() bool {
 // cleanup releases everything the connection holds: channels requeue their
 // unacked messages, consumers go, exclusive queues are deleted.
 func (c *conn) cleanup() {
-	for id, ch := range c.channels {
+	for _, ch := range c.channels {
 		ch.shutdown()
-		delete(c.channels, id)
+		c.forgetChannel(ch)
 	}
 	c.exclMu.Lock()
 	qs := c.exclusive
@@ -464,6 +468,9 @@ func (c *conn) openChannel(f amqp.Frame) error {
 		return amqp.NewError(amqp.NotAllowed, id, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax)
 	}
 	ch := newChannel(c, f.Channel)
+	if err := c.reserveChannelSlot(ch); err != nil {
+		return err
+	}
 	c.channels[f.Channel] = ch
 	c.srv.admin.track(ch)
 	c.out.sendMethod(f.Channel, c.wire(&amqp.ChannelOpenOk{}))

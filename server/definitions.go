@@ -38,6 +38,9 @@ type UserDefinition struct {
 	PasswordHash     string // "" for a user without a password
 	HashingAlgorithm string // "" means rabbit_password_hashing_sha256
 	Tags             []string
+	// Limits are the user's limits as the file has them (validated as
+	// user limits); nil when it has none, which keeps a user's limits.
+	Limits map[string]any
 }
 
 // VhostDefinition is a vhost with its metadata.
@@ -72,6 +75,7 @@ func (s *Server) ExportDefinitions(vhost string) (Definitions, error) {
 		for _, u := range s.userHashes() {
 			d.Users = append(d.Users, UserDefinition{
 				Name: u.Name, PasswordHash: u.PasswordHash, HashingAlgorithm: HashAlgorithm(u.PasswordHash), Tags: u.Tags,
+				Limits: limitsJSON(u.Limits),
 			})
 		}
 		for _, vh := range s.Vhosts() {
@@ -256,6 +260,10 @@ func (s *Server) validateDefinitions(d *Definitions) error {
 		if p.Vhost != "" && !ix.vhosts[p.Vhost] {
 			return invalidDef(fmt.Sprintf("parameter %q", p.Name), fmt.Errorf("vhost %q does not exist", p.Vhost))
 		}
+		if err := s.validateParameter(p, ""); err != nil {
+			// RabbitMQ's text, with the parameter named as it names it.
+			return &ParameterError{Reason: fmt.Sprintf("%s (%s/%s/%s)", err.Error(), p.Vhost, p.Component, p.Name)}
+		}
 	}
 	for i, ps := range [][]Policy{d.Policies, d.OperatorPolicies} {
 		for _, p := range ps {
@@ -305,6 +313,12 @@ func validateAccounts(d *Definitions, ix defIndex) error {
 		}
 		if err := CheckPasswordHash(u.PasswordHash, u.HashingAlgorithm); err != nil {
 			return invalidDef(fmt.Sprintf("user %q", u.Name), err)
+		}
+		if u.Limits == nil {
+			continue
+		}
+		if err := validateUserLimits(u.Limits); err != nil {
+			return &ParameterError{Reason: fmt.Sprintf("%s (user '%s')", err.Error(), u.Name)}
 		}
 	}
 	for _, p := range d.Permissions {

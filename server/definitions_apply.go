@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/warrenmq/warren/amqp"
@@ -137,9 +138,21 @@ func (s *Server) importUser(ud UserDefinition, u *importUndo) error {
 	if _, err := s.putUserLocked(ud.Name, ud.PasswordHash, ud.Tags); err != nil {
 		return err
 	}
+	if ud.Limits != nil {
+		limits := make(map[string]int64, len(ud.Limits))
+		for k, v := range ud.Limits {
+			limits[k], _ = intValue(v) // validated
+		}
+		if err := s.users.setLimits(ud.Name, limits); err != nil {
+			return err
+		}
+	}
 	u.add(func() error {
 		if existed {
-			return s.users.put(before.name, before.passwordHash, before.tags, before.loopbackOnly)
+			if err := s.users.put(before.name, before.passwordHash, before.tags, before.loopbackOnly); err != nil {
+				return err
+			}
+			return s.users.setLimits(before.name, before.limits)
 		}
 		_, err := s.users.remove(ud.Name)
 		return err
@@ -362,16 +375,15 @@ func (u *users) snapshot(name string) (account, bool) {
 	if a == nil {
 		return account{}, false
 	}
-	return account{name: a.name, passwordHash: a.passwordHash, tags: slices.Clone(a.tags), loopbackOnly: a.loopbackOnly}, true
+	return account{name: a.name, passwordHash: a.passwordHash, tags: slices.Clone(a.tags), loopbackOnly: a.loopbackOnly,
+		limits: maps.Clone(a.limits)}, true
 }
 
 // validateQueueLimits refuses, before anything is applied, an import that
 // would take a vhost past its queue limit, with RabbitMQ's reason. Queues
-// that exist already do not count.
+// that exist already do not count; a vhost-limits parameter in the file
+// applies, as RabbitMQ imports parameters before queues.
 func (s *Server) validateQueueLimits(d *Definitions) error {
-	if s.cfg.MaxQueuesPerVhost <= 0 {
-		return nil
-	}
 	adding := map[string]map[string]bool{}
 	for _, q := range d.Queues {
 		if vh := s.Vhost(q.Vhost); vh != nil && vh.queue(q.Name) != nil {
@@ -383,14 +395,33 @@ func (s *Server) validateQueueLimits(d *Definitions) error {
 		adding[q.Vhost][q.Name] = true
 	}
 	for name, qs := range adding {
-		have, limit := 0, s.cfg.MaxQueuesPerVhost // a vhost the import creates gets the node's limit
+		have, limit := 0, importQueueLimit(s, d, name)
 		if vh := s.Vhost(name); vh != nil {
-			have, limit = len(vh.Queues()), vh.maxQueues
+			have = len(vh.Queues())
 		}
-		if limit > 0 && have+len(qs) > limit {
+		if limit != noLimit && int64(have+len(qs)) > limit {
 			return fmt.Errorf("%w: Adding %d queue(s) to virtual host \"%s\" would exceed the limit of %d queue(s).\n\n"+
 				"This virtual host currently has %d queue(s) defined.\n\nImport aborted!", ErrInvalid, len(qs), name, limit, have)
 		}
 	}
 	return nil
+}
+
+// importQueueLimit is the queue limit a vhost will have when the import's
+// queues are declared: the file's vhost-limits, else the vhost's, else (a
+// vhost the import creates) the node's.
+func importQueueLimit(s *Server, d *Definitions, vhost string) int64 {
+	for _, p := range d.Parameters {
+		if p.Component == vhostLimitsComponent && p.Vhost == vhost && p.Name == vhostLimitsName {
+			m, _ := p.Value.(map[string]any)
+			if n, ok := limitValue(m["max-queues"]); ok {
+				return n
+			}
+			return configLimit(s.cfg.MaxQueuesPerVhost) // the file's limits replace the vhost's
+		}
+	}
+	if vh := s.Vhost(vhost); vh != nil {
+		return vh.limits.maxQueues.Load()
+	}
+	return configLimit(s.cfg.MaxQueuesPerVhost)
 }

@@ -26,7 +26,7 @@ func importProbe() Definitions {
 			{User: "newbie", Vhost: "fresh", Permission: perm}},
 		TopicPermissions: []TopicPermission{{User: "keep", Vhost: "/", Exchange: "amq.topic", Write: ".*", Read: ".*"},
 			{User: "keep", Vhost: "/", Exchange: "old.topic", Write: ".*", Read: ".*"}},
-		Parameters:       []Parameter{{Component: "shovel", Vhost: "/", Name: "s", Value: map[string]any{"a": "b"}}},
+		Parameters:       []Parameter{{Component: "shovel", Vhost: "/", Name: "s", Value: map[string]any{"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://"}}},
 		GlobalParameters: []Parameter{{Name: "g", Value: "v"}},
 		Policies: []Policy{
 			{Vhost: "/", Name: "p", Pattern: "^pre", ApplyTo: ApplyToAll, Definition: map[string]any{"max-length": int64(9)}},

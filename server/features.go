@@ -15,7 +15,7 @@ const (
 	// maintenanceMode: a node can be drained of its leaderships.
 	maintenanceMode = false
 	// userLimits: max-connections and max-channels per user are enforced.
-	userLimits = false
+	userLimits = true
 )
 
 // FeatureFlags lists the flags RabbitMQ 3.10 reports, each enabled only

@@ -232,6 +232,9 @@ func (c *conn) openVhost(name string) error {
 	if err := c.reserveVhostSlot(vh); err != nil {
 		return c.refuse(err)
 	}
+	if err := c.reserveUserSlot(); err != nil {
+		return c.refuse(err)
+	}
 	c.vhost = vh
 	return nil
 }

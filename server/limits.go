@@ -80,14 +80,15 @@ func (s *Server) refuseSocket(nc net.Conn, why int) {
 // connection limit or the socket share was reached.
 func (s *Server) RefusedConnections() uint64 { return s.refusedSockets.Load() }
 
-// reserveVhostSlot counts the connection against its vhost's
-// MaxConnectionsPerVhost at connection.open; RabbitMQ refuses with 530 and
+// reserveVhostSlot counts the connection against its vhost's connection
+// limit (vhost_limits.go) at connection.open; RabbitMQ refuses with 530 and
 // the text below.
 func (c *conn) reserveVhostSlot(vh *Vhost) *amqp.Error {
 	s := c.srv
+	max := vh.limits.maxConns.Load()
 	s.limitsMu.Lock()
 	defer s.limitsMu.Unlock()
-	if max := s.cfg.MaxConnectionsPerVhost; max > 0 && s.vhostConns[vh] >= max {
+	if max != noLimit && int64(s.vhostConns[vh]) >= max {
 		return amqp.NewError(amqp.NotAllowed, (&amqp.ConnectionOpen{}).ID(),
 			"access to vhost '%s' refused for user '%s': connection limit (%d) is reached", vh.name, c.user.name, max)
 	}
@@ -110,12 +111,12 @@ func (c *conn) releaseVhostSlot() {
 	c.vhostSlot = nil
 }
 
-// queueLimitError enforces MaxQueuesPerVhost before a queue is created, with
-// RabbitMQ's text. The caller holds vh.mu.
+// queueLimitError enforces the vhost's queue limit (vhost_limits.go) before
+// a queue is created, with RabbitMQ's text. The caller holds vh.mu.
 func (vh *Vhost) queueLimitError(name string) *amqp.Error {
-	if vh.maxQueues > 0 && len(vh.queues)+vh.declaring >= vh.maxQueues {
+	if max := vh.limits.maxQueues.Load(); max != noLimit && int64(len(vh.queues)+vh.declaring) >= max {
 		return amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
-			"cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, vh.name, vh.maxQueues)
+			"cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, vh.name, max)
 	}
 	return nil
 }

@@ -78,6 +78,9 @@ type metaUser struct {
 	PasswordHash string   `json:"password_hash"`
 	Tags         []string `json:"tags"`
 	LoopbackOnly bool     `json:"loopback_only"`
+	// Limits are the user limits (user_limits.go); absent in files written
+	// before Warren had them.
+	Limits map[string]int64 `json:"limits,omitempty"`
 }
 
 type metaPermission struct {

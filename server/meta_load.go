@@ -22,7 +22,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	fail := func(err error) (bool, error) { return false, fmt.Errorf("%w: %v", ErrMetaUnreadable, err) }
 	err = loadEach(s, bucketVhosts, func(v metaVhost) error {
 		vh := newVhost(v.Name, s.meta, s.log.With("vhost", v.Name))
-		vh.maxQueues = s.cfg.MaxQueuesPerVhost
+		s.resetVhostLimits(vh)
 		vh.adm.meta = v.vhostMeta()
 		if err := s.openVhostStorage(vh); err != nil {
 			return fmt.Errorf("vhost %q: %w", v.Name, err)

@@ -77,17 +77,23 @@ func (s *Server) clearParameter(k paramKey) error {
 
 func (s *Server) installParameter(p Parameter) {
 	s.admin.pmu.Lock()
-	defer s.admin.pmu.Unlock()
 	if s.admin.params == nil {
 		s.admin.params = make(map[paramKey]any)
 	}
 	s.admin.params[paramKey{p.Component, p.Vhost, p.Name}] = p.Value
+	s.admin.pmu.Unlock()
+	if p.Component == vhostLimitsComponent && p.Name == vhostLimitsName {
+		s.enforceVhostLimits(p.Vhost, p.Value)
+	}
 }
 
 func (s *Server) dropParameter(k paramKey) {
 	s.admin.pmu.Lock()
-	defer s.admin.pmu.Unlock()
 	delete(s.admin.params, k)
+	s.admin.pmu.Unlock()
+	if k.component == vhostLimitsComponent && k.name == vhostLimitsName {
+		s.enforceVhostLimits(k.vhost, nil)
+	}
 }
 
 // GlobalParameters returns the stored global parameters sorted by name,
@@ -172,4 +178,89 @@ func decodeParamValue(raw json.RawMessage) (any, error) {
 	var v any
 	err := d.Decode(&v)
 	return v, err
+}
+
+// GetParameter returns one runtime parameter, or ErrNotFound.
+func (s *Server) GetParameter(component, vhost, name string) (Parameter, error) {
+	s.admin.pmu.RLock()
+	v, ok := s.admin.params[paramKey{component, vhost, name}]
+	s.admin.pmu.RUnlock()
+	if !ok {
+		return Parameter{}, fmt.Errorf("%w: parameter %q of %q in vhost %q", ErrNotFound, name, component, vhost)
+	}
+	return Parameter{Component: component, Vhost: vhost, Name: name, Value: v}, nil
+}
+
+// PutParameter validates a runtime parameter as its component does (a
+// *ParameterError with RabbitMQ's text when it is refused) and sets it.
+// user is the user making the change; the shovel checks that it may use
+// the vhosts of its direct URIs. It reports whether the parameter is new.
+func (s *Server) PutParameter(p Parameter, user string) (created bool, err error) {
+	s.admin.mu.Lock()
+	defer s.admin.mu.Unlock()
+	if s.Vhost(p.Vhost) == nil {
+		return false, fmt.Errorf("%w: %q", ErrNoSuchVhost, p.Vhost)
+	}
+	if err := s.validateParameter(p, user); err != nil {
+		return false, err
+	}
+	_, err = s.GetParameter(p.Component, p.Vhost, p.Name)
+	return err != nil, s.putParameter(p)
+}
+
+// DeleteParameter removes a runtime parameter, or answers ErrNotFound.
+func (s *Server) DeleteParameter(component, vhost, name string) error {
+	s.admin.mu.Lock()
+	defer s.admin.mu.Unlock()
+	if _, err := s.GetParameter(component, vhost, name); err != nil {
+		return err
+	}
+	return s.clearParameter(paramKey{component, vhost, name})
+}
+
+// GetGlobalParameter returns one global parameter, or ErrNotFound.
+func (s *Server) GetGlobalParameter(name string) (Parameter, error) {
+	for _, p := range s.GlobalParameters() {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	return Parameter{}, fmt.Errorf("%w: global parameter %q", ErrNotFound, name)
+}
+
+// PutGlobalParameter sets a global parameter (RabbitMQ validates none) and
+// reports whether it is new. cluster_name must be a non-empty string.
+func (s *Server) PutGlobalParameter(name string, v any) (created bool, err error) {
+	if name == "" {
+		return false, fmt.Errorf("%w: global parameter name is empty", ErrInvalid)
+	}
+	if cluster, ok := v.(string); name == "cluster_name" && (!ok || cluster == "") {
+		return false, fmt.Errorf("%w: cluster_name must be a non-empty string", ErrInvalid)
+	}
+	s.admin.mu.Lock()
+	defer s.admin.mu.Unlock()
+	s.admin.pmu.RLock()
+	_, existed := s.admin.globals[name]
+	if name == "cluster_name" {
+		existed = s.admin.clusterName != ""
+	}
+	s.admin.pmu.RUnlock()
+	return !existed, s.putGlobal(name, v)
+}
+
+// DeleteGlobalParameter removes a global parameter, or answers ErrNotFound.
+// Deleting cluster_name brings back the default cluster name.
+func (s *Server) DeleteGlobalParameter(name string) error {
+	s.admin.mu.Lock()
+	defer s.admin.mu.Unlock()
+	s.admin.pmu.RLock()
+	_, ok := s.admin.globals[name]
+	if name == "cluster_name" {
+		ok = s.admin.clusterName != ""
+	}
+	s.admin.pmu.RUnlock()
+	if !ok {
+		return fmt.Errorf("%w: global parameter %q", ErrNotFound, name)
+	}
+	return s.clearGlobal(name)
 }

@@ -22,7 +22,7 @@ func TestParametersAndVhostMetaSurviveRestart(t *testing.T) {
 	must(t, err)
 	params := []Parameter{
 		{Component: "federation-upstream", Vhost: "defs-p", Name: "up", Value: map[string]any{"uri": "amqp://x", "prefetch-count": json.Number("1000")}},
-		{Component: "shovel", Vhost: "defs-p2", Name: "sh", Value: map[string]any{"src-queue": "q"}},
+		{Component: "shovel", Vhost: "defs-p2", Name: "sh", Value: map[string]any{"src-uri": "amqp://", "src-queue": "q", "dest-uri": "amqp://", "dest-queue": "q2"}},
 	}
 	globals := []Parameter{{Name: "defs-global", Value: []any{"x", json.Number("2.5")}}}
 	must(t, ts.ImportDefinitions(Definitions{Parameters: params, GlobalParameters: globals}, ""))

@@ -64,6 +64,9 @@ type Server struct {
 	acceptLog      logLimiter // accept errors
 	limitsMu       sync.Mutex
 	vhostConns     map[*Vhost]int
+	// userConns and userChannels count each user's open connections and
+	// channels (user_limits.go); also under limitsMu.
+	userConns, userChannels map[string]int
 
 	// failures rate-limits the log of failed logins (loginfail.go).
 	failures *failureLog
@@ -85,7 +88,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, quit: make(chan struct{}),
 		vhosts: make(map[string]*Vhost), conns: make(map[uint64]*conn), users: newUsers(),
-		vhostConns: make(map[*Vhost]int), failures: newFailureLog(cfg.LoginFailureLogInterval),
+		vhostConns: make(map[*Vhost]int), userConns: make(map[string]int), userChannels: make(map[string]int), failures: newFailureLog(cfg.LoginFailureLogInterval),
 		fds: newFDBudget(descriptorLimit()),
 	}
 	s.users.apply = s.apply
@@ -459,7 +462,7 @@ func (s *Server) addVhost(name string, m VhostMeta) (*Vhost, error) {
 	}
 	vh := newVhost(name, s.meta, s.log.With("vhost", name))
 	vh.adm.meta = m
-	vh.maxQueues = s.cfg.MaxQueuesPerVhost
+	s.resetVhostLimits(vh)
 	var existed bool
 	if s.cfg.DataDir != "" {
 		_, err := os.Lstat(vhostDir(s.cfg.DataDir, name))

@@ -55,8 +55,8 @@ type Vhost struct {
 	// gone is set when the vhost is deleted, so a declare finishing its disk
 	// work afterwards undoes it instead of installing the queue.
 	gone bool
-	// maxQueues is Config.MaxQueuesPerVhost, set at creation; 0 is unlimited.
-	maxQueues int
+	// limits are the effective max-connections and max-queues (vhost_limits.go).
+	limits vhostLimits
 
 	adm vhostAdmin // metadata and policies (policy.go)
 
