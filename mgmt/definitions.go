@@ -143,7 +143,7 @@ func (a *API) postDefinitions(rq *request) error {
 		return errBadRequest(err.Error())
 	}
 	if err := a.srv.ImportDefinitions(d, vhost); err != nil {
-		return err
+		return escapedParameterError(err) // RabbitMQ escapes a refused parameter here too
 	}
 	rq.w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -16,6 +16,10 @@ func (a *API) listVhostLimits(rq *request) error {
 	if err != nil {
 		return err
 	}
+	if _, one := rq.params["vhost"]; !one && rq.tags.monitor {
+		// RabbitMQ's list_visible_vhosts: monitors see every vhost.
+		vhs = a.srv.Vhosts()
+	}
 	out := []map[string]any{}
 	for _, vh := range vhs {
 		limits, err := a.srv.VhostLimits(vh.Name())

@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -48,6 +49,10 @@ func (a *API) listParameters(rq *request) error {
 	vhs, err := rq.scopeVhosts()
 	if err != nil {
 		return err
+	}
+	if _, one := rq.params["vhost"]; !one && rq.tags.admin {
+		// RabbitMQ's filter_vhost: administrators see every vhost.
+		vhs = a.srv.Vhosts()
 	}
 	visible := make(map[string]bool, len(vhs))
 	for _, vh := range vhs {
@@ -117,7 +122,8 @@ func (a *API) putParameter(rq *request) error {
 // escapedParameterError HTML-escapes a validation reason as RabbitMQ's
 // parameter endpoints do (rabbit_mgmt_format:escape_html_tags).
 func escapedParameterError(err error) error {
-	if pe, ok := err.(*server.ParameterError); ok {
+	var pe *server.ParameterError
+	if errors.As(err, &pe) {
 		return errBadRequest(escapeHTMLTags(pe.Reason))
 	}
 	return err

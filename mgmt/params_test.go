@@ -1,0 +1,91 @@
+package mgmt
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// rabbitAnswers are requests and RabbitMQ 3.10.8's answers to them, read
+// off a node with the federation and shovel plugins, a vhost "gp" that
+// guest may use and a user "gp-u". Bodies compare as JSON values.
+var rabbitAnswers = []struct {
+	method, path, body string
+	status             int
+	answer             string
+}{
+	{"PUT", "/api/parameters/federation-upstream/gp/up2", `{"value":{"urix":"amqp://x"}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nUnrecognised terms [{&lt;&lt;\"urix\"&gt;&gt;,&lt;&lt;\"amqp://x\"&gt;&gt;}] in up2\nKey \"uri\" not found in up2\n"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/up3", `{"value":{"uri":"amqp://x","expires":"abc"}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nexpires should be a number, actually was &lt;&lt;\"abc\"&gt;&gt;\n"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/up4", `{"value":{"uri":"amqp://h","queue":null,"max-hops":"1","trust-user-id":"true","ack-mode":"x","ha-policy":1,"message-ttl":1.5}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nha-policy should be binary, actually was 1\nack-mode should be one of [&lt;&lt;\"no-ack\"&gt;&gt;,&lt;&lt;\"on-publish\"&gt;&gt;,&lt;&lt;\"on-confirm\"&gt;&gt;], actually was &lt;&lt;\"x\"&gt;&gt;\ntrust-user-id should be boolean, actually was &lt;&lt;\"true\"&gt;&gt;\nmax-hops should be a number, actually was &lt;&lt;\"1\"&gt;&gt;\nqueue should be binary, actually was null\n"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/up5", `{"value":{"uri":"http://h"}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\n\"http://h\" not a valid URI: {{unexpected_uri_scheme,\"http\"},\"http://h\"}\n"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/up6", `{"value":{"uri":["amqp://h","foo",3]}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\n\"foo\" not a valid URI: {{unable_to_parse_uri,no_scheme},\"foo\"}\n"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/up7", `{"value":{"uri":3}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nuri should be list, actually was 3\n"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/up8", `{"value":{"uri":"amqp://h","unk1":1,"unk2":{"a":"b"}}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nUnrecognised terms [{&lt;&lt;\"unk1\"&gt;&gt;,1},{&lt;&lt;\"unk2\"&gt;&gt;,#{&lt;&lt;\"a\"&gt;&gt; =&gt; &lt;&lt;\"b\"&gt;&gt;}}] in up8\n"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/up9", `{"value":[]}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nKey \"uri\" not found in up9\n"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/up10", `{"value":{"uri":"amqp://h:99999"}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\n\"amqp://h:99999\" not a valid URI: {{port_out_of_range,99999},\"amqp://h:99999\"}\n"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/up11", `{"value":{"uri":"amqp://h/a/b","resource-cleanup-mode":"x","channel-use-mode":3}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nchannel-use-mode should be binary, actually was 3\nresource-cleanup-mode should be one of [&lt;&lt;\"default\"&gt;&gt;,&lt;&lt;\"never\"&gt;&gt;], actually was &lt;&lt;\"x\"&gt;&gt;\n\"amqp://h/a/b\" not a valid URI: {{invalid_vhost,\"a/b\"},\"amqp://h/a/b\"}\n"}`},
+	{"PUT", "/api/parameters/federation-upstream-set/gp/set1", `{"value":[{"upstream":"a"},{"upstream":1,"x":2},{"queue":3}]}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nUnrecognised terms [{&lt;&lt;\"x\"&gt;&gt;,2}] in set1\nupstream should be binary, actually was 1\nqueue should be binary, actually was 3\nKey \"upstream\" not found in set1\n"}`},
+	{"PUT", "/api/parameters/nosuch/gp/n", `{"value":{"a":1}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\ncomponent nosuch not found\n"}`},
+	{"PUT", "/api/parameters/shovel/gp/s2", `{"value":{"src-uri":"amqp://"}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nMust specify 'src-exchange' or 'src-queue'\nKey \"dest-uri\" not found in s2\n"}`},
+	{"PUT", "/api/parameters/shovel/gp/s3", `{"value":{"src-uri":"amqp:///nosuch","src-queue":"a","dest-uri":"amqp://","dest-queue":"b","src-queue-args":{"x-foo":1,"x-expires":"a"}}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nUnrecognised terms [{&lt;&lt;\"x-foo\"&gt;&gt;,1}] in src-queue-args\nuser \"guest\" may not connect to vhost \"nosuch\"\n"}`},
+	{"PUT", "/api/parameters/shovel/gp/s4", `{"value":{"src-uri":"amqp://h","src-queue":"a","src-exchange":"x","dest-uri":"amqp://h","dest-queue":"b","dest-exchange":"y","ack-mode":"no-ack","delete-after":5}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nCannot specify 'src-exchange' and 'src-queue'\nCannot specify 'no-ack' and numerical 'delete-after'\nCannot specify 'dest-exchange' and 'dest-queue'\n"}`},
+	{"PUT", "/api/parameters/shovel/gp/s6", `{"value":{"src-protocol":"amqp10","dest-protocol":"amqp10","src-uri":"amqp://h","dest-uri":"amqp://h","dest-properties":{"a":1}}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\na should be binary, actually was 1\nKey \"dest-address\" not found in s6\nKey \"src-address\" not found in s6\n"}`},
+	{"PUT", "/api/parameters/shovel/gp/s7", `{"value":{"src-uri":"amqp://h","src-queue":"a","dest-uri":"amqp://h","dest-queue":"` + strings.Repeat("q", 256) + `"}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\ndest-queue should be less than 255 bytes, actually was 256\n"}`},
+	{"PUT", "/api/parameters/vhost-limits/gp/limits", `{"value":{"max-queues":5,"max-connections":"a","foo":1}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nUnrecognised terms [{&lt;&lt;\"foo\"&gt;&gt;,1}] in limits\nmax-connections should be a number, actually was &lt;&lt;\"a\"&gt;&gt;\n"}`},
+	{"PUT", "/api/vhost-limits/gp/nosuch", `{"value":1}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nUnrecognised terms [{<<\"nosuch\">>,1}] in limits\n"}`},
+	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":1.5}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nmax-queues should be a number, actually was 1.5\n"}`},
+	{"PUT", "/api/vhost-limits/gp/max-queues", `{"valu":1}`, 400, `{"error":"bad_request","reason":"[{key_missing,value}]"}`},
+	{"PUT", "/api/vhost-limits/nosuchvh/max-queues", `{"value":1}`, 404, `{"error":"not_found","reason":"vhost_not_found"}`},
+	{"GET", "/api/vhost-limits/nosuchvh", "", 404, `{"error":"Object Not Found","reason":"Not Found"}`},
+	{"PUT", "/api/user-limits/gp-u/nosuch", `{"value":1}`, 400, `{"error":"bad_request","reason":"Unrecognised terms [{<<\"nosuch\">>,1}] in user-limits"}`},
+	{"PUT", "/api/user-limits/gp-u/max-channels", `{"value":"x"}`, 400, `{"error":"bad_request","reason":"max-channels should be a number, actually was <<\"x\">>"}`},
+	{"PUT", "/api/user-limits/gp-u/max-channels", `{"valu":1}`, 400, `{"error":"bad_request","reason":"[{key_missing,value}]"}`},
+	{"PUT", "/api/user-limits/nosuchuser/max-channels", `{"value":1}`, 400, `{"error":"bad_request","reason":["no_such_user","nosuchuser"]}`},
+	{"GET", "/api/user-limits/nosuchuser", "", 404, `{"error":"Object Not Found","reason":"Not Found"}`},
+	{"GET", "/api/parameters/federation-upstream/gp/missing", "", 404, `{"error":"Object Not Found","reason":"Not Found"}`},
+	{"GET", "/api/parameters/federation-upstream/nosuchvh", "", 404, `{"error":"Object Not Found","reason":"Not Found"}`},
+	{"PUT", "/api/parameters/federation-upstream/nosuchvh/x", `{"value":{"uri":"amqp://"}}`, 404, `{"error":"not_found","reason":"vhost_not_found"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/x", "notjson", 400, `{"error":"bad_request","reason":"not_json"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/x", `{"valu":1}`, 400, `{"error":"bad_request","reason":"[{key_missing,value}]"}`},
+	{"DELETE", "/api/parameters/federation-upstream/gp/missing", "", 404, `{"error":"Object Not Found","reason":"Not Found"}`},
+	{"GET", "/api/global-parameters/missing", "", 404, `{"error":"Object Not Found","reason":"Not Found"}`},
+	{"DELETE", "/api/global-parameters/missing", "", 404, `{"error":"Object Not Found","reason":"Not Found"}`},
+	{"PUT", "/api/global-parameters/x", `{"valu":1}`, 400, `{"error":"bad_request","reason":"[{key_missing,value}]"}`},
+}
+
+// TestMgmtParametersAnswerAsRabbitMQ sends each request of rabbitAnswers
+// and expects RabbitMQ's status and body: validation texts of every
+// component (reverse constraint order, Erlang terms, HTML-escaped on the
+// parameter endpoints and not on the limit ones) and the 400s and 404s.
+func TestMgmtParametersAnswerAsRabbitMQ(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.put("/api/vhosts/gp", nil), 201, "vhost gp")
+	e.must(e.put("/api/permissions/gp/guest", map[string]any{"configure": ".*", "write": ".*", "read": ".*"}), 201, "guest on gp")
+	e.must(e.put("/api/users/gp-u", map[string]any{"password": "p", "tags": ""}), 201, "user gp-u")
+	for _, c := range rabbitAnswers {
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		r := e.do(c.method, c.path, body)
+		if r.status != c.status {
+			t.Errorf("%s %s: status %d, want %d; body %s", c.method, c.path, r.status, c.status, r.body)
+			continue
+		}
+		if c.answer == "" {
+			continue
+		}
+		var got, want any
+		if err := json.Unmarshal(r.body, &got); err != nil {
+			t.Errorf("%s %s: body %q: %v", c.method, c.path, r.body, err)
+			continue
+		}
+		if err := json.Unmarshal([]byte(c.answer), &want); err != nil {
+			t.Fatalf("bad recorded answer %q: %v", c.answer, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s %s:\n got %s\nwant %s", c.method, c.path, strings.TrimSpace(string(r.body)), c.answer)
+		}
+	}
+}
