@@ -83,7 +83,7 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
-// erlFormat prints t as ~p does on one line.
+// erlFormat prints t as ~p does on one line (or ~w).
 func erlFormat(t any) string {
 	var b strings.Builder
 	erlWrite(&b, t)
@@ -169,7 +169,9 @@ func erlWriteBinary(b *strings.Builder, s string) {
 		case '\x1b':
 			b.WriteString(`\e`)
 		default:
-			b.WriteRune(rune(c)) // Latin-1: the byte is the code point
+			// The byte as it is: RabbitMQ prints it as a Latin-1
+			// character and sends that character as this byte.
+			b.WriteByte(c)
 		}
 	}
 	b.WriteString(`">>`)

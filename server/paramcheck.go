@@ -55,8 +55,8 @@ type constraint struct {
 func optional(key string, c check) constraint  { return constraint{key, c, false} }
 func mandatory(key string, c check) constraint { return constraint{key, c, true} }
 
-// erlMsg formats a message whose last part is a term printed with ~p.
-func erlMsg(prefix string, v any) string { return prefix + erlFormat(erlTermOf(v)) }
+// erlMsg formats a message whose last part is a JSON value printed with ~p.
+func erlMsg(prefix string, v any) string { return erlMsgAt(prefix, erlTermOf(v)) }
 
 // proplist is rabbit_parameter_validation:proplist/3 on a JSON object: each
 // constraint's errors in reverse constraint order (its fold prepends), led
@@ -90,7 +90,7 @@ func proplist(ctx paramCtx, name string, cs []constraint, v any) []string {
 		}
 	}
 	if len(rest) > 0 {
-		out = append(out, "Unrecognised terms "+erlFormat(erlProplist(rest))+" in "+name)
+		out = append(out, erlMsgAt("Unrecognised terms ", erlProplist(rest))+" in "+name)
 	}
 	for i := len(results) - 1; i >= 0; i-- {
 		out = append(out, results[i]...)
@@ -151,7 +151,7 @@ func checkEnum(options ...string) check {
 		if slices.Contains(options, s) {
 			return nil
 		}
-		return []string{key + " should be one of " + erlFormat(list) + ", actually was " + erlFormat(termBin(s))}
+		return []string{erlMsgAt(erlMsgAt(key+" should be one of ", list)+", actually was ", termBin(s))}
 	}
 }
 
