@@ -230,6 +230,14 @@ func TestMgmtDefinitionsCarryLimitsAndParameters(t *testing.T) {
 	// One more queue in gp is over the imported limit.
 	expectBody(t, e.do("POST", "/api/definitions", `{"queues":[{"name":"q2","vhost":"gp","durable":true,"auto_delete":false,"arguments":{}}]}`),
 		400, "bad_request", "Adding 1 queue(s) to virtual host \"gp\" would exceed the limit of 1 queue(s).\n\nThis virtual host currently has 1 queue(s) defined.\n\nImport aborted!")
+	// A file whose own vhost-limits its queues exceed is refused before
+	// anything is applied (RabbitMQ checks only the limits in force and
+	// then fails part way, at the declare).
+	expectBody(t, e.do("POST", "/api/definitions", `{"vhosts":[{"name":"gp2"}],
+	 "parameters":[{"vhost":"gp2","component":"vhost-limits","name":"limits","value":{"max-queues":1}}],
+	 "queues":[{"name":"a","vhost":"gp2","durable":true,"auto_delete":false,"arguments":{}},{"name":"b","vhost":"gp2","durable":true,"auto_delete":false,"arguments":{}}]}`),
+		400, "bad_request", "Adding 2 queue(s) to virtual host \"gp2\" would exceed the limit of 1 queue(s).\n\nThis virtual host currently has 0 queue(s) defined.\n\nImport aborted!")
+	e.must(e.get("/api/vhosts/gp2"), 404, "vhost of the refused import")
 	// RabbitMQ 3.10's answer to this import, read off the reference node.
 	bad := `{"parameters":[{"component":"federation-upstream","vhost":"gp","name":"bad1","value":{"urix":"amqp://x"}}],
 	 "queues":[{"name":"never","vhost":"gp","durable":true,"auto_delete":false,"arguments":{}}]}`
