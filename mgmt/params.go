@@ -1,6 +1,8 @@
 package mgmt
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -92,11 +94,39 @@ func (rq *request) readValue() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, ok := m["value"]
-	if !ok {
+	if _, ok := m["value"]; !ok {
 		return nil, errBadRequest("[{key_missing,value}]")
 	}
-	return v, nil
+	// Decoded again keeping integers beyond int64 exact, as RabbitMQ's
+	// bignums: a value is stored and validated as it was sent.
+	var exact map[string]any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&exact); err != nil {
+		return nil, errBadRequest("not_json")
+	}
+	return exactNumbers(exact["value"]), nil
+}
+
+// exactNumbers is fromJSON but for integers beyond int64, which stay
+// json.Number (the server reads them as the integers they are).
+func exactNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if _, err := v.Int64(); err != nil && !strings.ContainsAny(v.String(), ".eE") {
+			return v
+		}
+		return fromJSON(v)
+	case []any:
+		for i := range v {
+			v[i] = exactNumbers(v[i])
+		}
+	case map[string]any:
+		for k := range v {
+			v[k] = exactNumbers(v[k])
+		}
+	}
+	return v
 }
 
 func (a *API) putParameter(rq *request) error {

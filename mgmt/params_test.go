@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -58,7 +59,7 @@ var rabbitAnswers = []struct {
 	{"PUT", "/api/parameters/federation-upstream/gp/w3", `{"value":{"uri":"amqp://h","exchange":{"a":1,"b":[true,"x"]}}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nexchange should be binary, actually was #{&lt;&lt;\"a\"&gt;&gt; =&gt; 1,\n                                          &lt;&lt;\"b\"&gt;&gt; =&gt; [true,&lt;&lt;\"x\"&gt;&gt;]}\n"}`},
 	{"PUT", "/api/parameters/federation-upstream/gp/w4", `{"value":{"uri":"amqp://h","queue":["aaaaaaaaaaaaaaaaaaaa","bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb","cccccccccccccccccccccccc","dddddddddddddddddddddddd","eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"]}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nqueue should be binary, actually was [&lt;&lt;\"aaaaaaaaaaaaaaaaaaaa\"&gt;&gt;,\n                                      &lt;&lt;\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"&gt;&gt;,\n                                      &lt;&lt;\"cccccccccccccccccccccccc\"&gt;&gt;,\n                                      &lt;&lt;\"dddddddddddddddddddddddd\"&gt;&gt;,\n                                      &lt;&lt;\"eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee\"&gt;&gt;]\n"}`},
 	{"PUT", "/api/parameters/federation-upstream/gp/w5", `{"value":{"uri":"amqp://h","queue":{"k1":{"k2":{"k3":[1,2,3,{"k4":"vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv"}]}},"zz":[{"a":1},{"b":2},3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25]}}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nqueue should be binary, actually was #{&lt;&lt;\"k1\"&gt;&gt; =&gt;\n                                           #{&lt;&lt;\"k2\"&gt;&gt; =&gt;\n                                                 #{&lt;&lt;\"k3\"&gt;&gt; =&gt;\n                                                       [1,2,3,\n                                                        #{&lt;&lt;\"k4\"&gt;&gt; =&gt;\n                                                              &lt;&lt;\"vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv\"&gt;&gt;}]}},\n                                       &lt;&lt;\"zz\"&gt;&gt; =&gt;\n                                           [#{&lt;&lt;\"a\"&gt;&gt; =&gt; 1},\n                                            #{&lt;&lt;\"b\"&gt;&gt; =&gt; 2},\n                                            3,4,5,6,7,8,9,10,11,12,13,14,15,\n                                            16,17,18,19,20,21,22,23,24,25]}\n"}`},
-	{"PUT", "/api/parameters/federation-upstream/gp/w6", `{"value":{"uri":"amqp://h","unknown-key-with-a-long-name":{"nested":["a","b",{"c":"d"}],"other":1234567890123},"second-unknown":[1.5,2.5,3.5]}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nUnrecognised terms [{&lt;&lt;\"second-unknown\"&gt;&gt;,[1.5,2.5,3.5]},\n                    {&lt;&lt;\"unknown-key-with-a-long-name\"&gt;&gt;,\n                     #{&lt;&lt;\"nested\"&gt;&gt; =&gt; [&lt;&lt;\"a\"&gt;&gt;,&lt;&lt;\"b\"&gt;&gt;,#{&lt;&lt;\"c\"&gt;&gt; =&gt; &lt;&lt;\"d\"&gt;&gt;}],\n                       &lt;&lt;\"other\"&gt;&gt; =&gt; 1234567890123}}] in w6\n"}`},
+	{"PUT", "/api/parameters/federation-upstream/gp/w6", `{"value":{"uri":"amqp://h","unknown-key-with-a-long-name":{"nested":["a","b",{"c":"d"}],"other":12345678901234567890},"second-unknown":[1.5,2.5,3.5]}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nUnrecognised terms [{&lt;&lt;\"second-unknown\"&gt;&gt;,[1.5,2.5,3.5]},\n                    {&lt;&lt;\"unknown-key-with-a-long-name\"&gt;&gt;,\n                     #{&lt;&lt;\"nested\"&gt;&gt; =&gt; [&lt;&lt;\"a\"&gt;&gt;,&lt;&lt;\"b\"&gt;&gt;,#{&lt;&lt;\"c\"&gt;&gt; =&gt; &lt;&lt;\"d\"&gt;&gt;}],\n                       &lt;&lt;\"other\"&gt;&gt; =&gt; 12345678901234567890}}] in w6\n"}`},
 	{"PUT", "/api/parameters/shovel/gp/w7", `{"value":{"src-uri":"amqp://h","src-queue":"a","dest-uri":"amqp://h","dest-publish-properties":{"delivery_mode":[{"xxxxxxxxxxxxxxxxxxxx":"yyyyyyyyyyyyyyyyyyyyyyyyyyyy"},{"zzzzzzzzzzzzzzzzz":true}]}}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\ndelivery_mode should be a number, actually was [#{&lt;&lt;\"xxxxxxxxxxxxxxxxxxxx\"&gt;&gt; =&gt;\n                                                      &lt;&lt;\"yyyyyyyyyyyyyyyyyyyyyyyyyyyy\"&gt;&gt;},\n                                                #{&lt;&lt;\"zzzzzzzzzzzzzzzzz\"&gt;&gt; =&gt;\n                                                      true}]\n"}`},
 	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":[1,{"a":null,"b":false}]}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nmax-queues should be a number, actually was [1,\n                                             #{<<\"a\">> => null,\n                                               <<\"b\">> => false}]\n"}`},
 	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":1000.0}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nmax-queues should be a number, actually was 1.0e3\n"}`},
@@ -72,6 +73,19 @@ var rabbitAnswers = []struct {
 	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":"\u0001x"}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nmax-queues should be a number, actually was <<1,120>>\n"}`},
 	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":true}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nmax-queues should be a number, actually was true\n"}`},
 	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":{}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nmax-queues should be a number, actually was #{}\n"}`},
+	// An integer beyond 64 bits is an Erlang bignum: a valid limit, shown as sent.
+	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":12345678901234567890123}`, 204, ``},
+	{"GET", "/api/vhost-limits/gp", "", 200, `[{"vhost":"gp","value":{"max-queues":12345678901234567890123}}]`},
+}
+
+// decodeJSONExact decodes a body with numbers as their text, so 1 and 1.0
+// or two large integers differing in their last digits compare unequal.
+func decodeJSONExact(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
 }
 
 // TestMgmtParametersAnswerAsRabbitMQ sends each request of rabbitAnswers
@@ -96,12 +110,13 @@ func TestMgmtParametersAnswerAsRabbitMQ(t *testing.T) {
 		if c.answer == "" {
 			continue
 		}
-		var got, want any
-		if err := json.Unmarshal(r.body, &got); err != nil {
+		got, err := decodeJSONExact(r.body)
+		if err != nil {
 			t.Errorf("%s %s: body %q: %v", c.method, c.path, r.body, err)
 			continue
 		}
-		if err := json.Unmarshal([]byte(c.answer), &want); err != nil {
+		want, err := decodeJSONExact([]byte(c.answer))
+		if err != nil {
 			t.Fatalf("bad recorded answer %q: %v", c.answer, err)
 		}
 		if !reflect.DeepEqual(got, want) {
