@@ -100,14 +100,22 @@ func TestMgmtVhostLimitsRefuseConnectionsAndQueues(t *testing.T) {
 func TestMgmtUserLimitsRefuseConnectionsAndChannels(t *testing.T) {
 	e := newEnv(t)
 	url := limitsEnv(t, e)
-	e.must(e.put("/api/user-limits/gp-u/max-connections", map[string]any{"value": 2}), 204, "max-connections")
+	e.must(e.put("/api/user-limits/gp-u/max-connections", map[string]any{"value": 3}), 204, "max-connections")
 	e.must(e.put("/api/user-limits/gp-u/max-channels", map[string]any{"value": 1}), 204, "max-channels")
+	e.must(e.put("/api/user-limits/gp-u/max-connections", map[string]any{"value": 2}), 204, "max-connections lowered")
 	expectJSON(t, e.get("/api/user-limits"), `[{"user":"gp-u","value":{"max-channels":1,"max-connections":2}}]`)
 	expectJSON(t, e.get("/api/user-limits/gp-u"), `[{"user":"gp-u","value":{"max-channels":1,"max-connections":2}}]`)
 	expectJSON(t, e.get("/api/user-limits/guest"), `[]`)
 	if l := field(e.must(e.get("/api/users/gp-u"), 200, "user").object(t), "limits"); !reflect.DeepEqual(l, map[string]any{"max-channels": json.Number("1"), "max-connections": json.Number("2")}) {
 		t.Fatalf("user's limits %v", l)
 	}
+
+	// Replacing the user keeps its limits; "limits" in the body adds to them.
+	e.must(e.put("/api/users/gp-u", map[string]any{"password": "p", "tags": "management"}), 204, "user replaced")
+	e.must(e.put("/api/users/gp-u", map[string]any{"password": "p", "tags": "", "limits": map[string]any{"max-connections": 2}}), 204, "user with limits")
+	expectJSON(t, e.get("/api/user-limits/gp-u"), `[{"user":"gp-u","value":{"max-channels":1,"max-connections":2}}]`)
+	expectBody(t, e.put("/api/users/gp-u", map[string]any{"password": "p", "tags": "", "limits": map[string]any{"max-channels": "x"}}),
+		400, "bad_request", "max-channels should be a number, actually was <<\"x\">>")
 
 	c1, c2 := e.dial(url), e.dial(url)
 	_, err := amqp091.Dial(url)

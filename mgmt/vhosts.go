@@ -212,9 +212,14 @@ func (a *API) putUser(rq *request) error {
 	if spec.HashingAlgorithm, err = b.str("hashing_algorithm"); err != nil {
 		return err
 	}
+	if l, ok := m["limits"]; ok && l != nil {
+		if spec.Limits, ok = l.(map[string]any); !ok {
+			return errBadRequest("limits must be an object")
+		}
+	}
 	created, err := a.srv.PutUser(spec)
 	if err != nil {
-		return err
+		return unescapedParameterError(err)
 	}
 	return writeCreated(rq, created)
 }

@@ -114,6 +114,9 @@ type UserSpec struct {
 	PasswordHash     *string
 	HashingAlgorithm string
 	Tags             []string
+	// Limits, when not nil, are user limits added to those the user has,
+	// as RabbitMQ's PUT /api/users with "limits" adds them.
+	Limits map[string]any
 }
 
 // PutUser creates or replaces a user and reports whether it was created.
@@ -133,9 +136,18 @@ func (s *Server) PutUser(u UserSpec) (created bool, err error) {
 		}
 		hash = *u.PasswordHash
 	}
+	if u.Limits != nil {
+		if err := validateUserLimits(u.Limits); err != nil {
+			return false, err
+		}
+	}
 	s.admin.mu.Lock()
 	defer s.admin.mu.Unlock()
-	return s.putUserLocked(u.Name, hash, u.Tags)
+	created, err = s.putUserLocked(u.Name, hash, u.Tags)
+	if err != nil || len(u.Limits) == 0 {
+		return created, err
+	}
+	return created, s.addUserLimits(u.Name, u.Limits)
 }
 
 func (s *Server) putUserLocked(name, hash string, tags []string) (bool, error) {

@@ -118,17 +118,25 @@ func validateUserLimits(limits map[string]any) error {
 
 // SetUserLimit sets one limit of a user (max-connections, max-channels).
 func (s *Server) SetUserLimit(user, name string, value any) error {
-	if err := validateUserLimits(map[string]any{name: value}); err != nil {
+	add := map[string]any{name: value}
+	if err := validateUserLimits(add); err != nil {
 		return err
 	}
-	n, _ := intValue(value)
 	s.admin.mu.Lock()
 	defer s.admin.mu.Unlock()
+	return s.addUserLimits(user, add)
+}
+
+// addUserLimits sets validated limits on a user, keeping its others. The
+// caller holds adminState.mu.
+func (s *Server) addUserLimits(user string, add map[string]any) error {
 	limits := s.users.limitsOf(user)
 	if limits == nil {
 		limits = map[string]int64{}
 	}
-	limits[name] = n
+	for k, v := range add {
+		limits[k], _ = intValue(v)
+	}
 	return s.users.setLimits(user, limits)
 }
 
