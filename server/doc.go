@@ -22,7 +22,16 @@
 // handshake exists; MaxConnectionsPerVhost refuses connection.open with 530;
 // MaxQueuesPerVhost fails queue.declare with 406; MaxConsumersPerChannel
 // closes the connection with 530; MaxFieldTableSize closes the channel with
-// 406. All default to unlimited.
+// 406. All default to unlimited. A vhost's own limits (its vhost-limits
+// runtime parameter, vhost_limits.go) replace the two per-vhost defaults for
+// it; a user's max-connections and max-channels (user_limits.go) refuse
+// connection.open and channel.open with 530.
+//
+// Runtime parameters of federation, shovel and vhost limits are validated
+// as RabbitMQ 3.10's components validate them, with its texts
+// (paramcheck.go, paramcomponents.go; values printed as Erlang's ~p prints
+// them, erlterm.go and erlpretty.go); Warren keeps but does not run
+// federation and shovels.
 //
 // Invariants:
 //   - A queue's messages reach the wire in queue order, and a channel's delivery
