@@ -73,6 +73,9 @@ var rabbitAnswers = []struct {
 	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":"\u0001x"}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nmax-queues should be a number, actually was <<1,120>>\n"}`},
 	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":true}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nmax-queues should be a number, actually was true\n"}`},
 	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":{}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nmax-queues should be a number, actually was #{}\n"}`},
+	// A list where an object belongs is a proplist of leftovers.
+	{"PUT", "/api/parameters/federation-upstream/gp/l1", `{"value":[1,"a"]}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nUnrecognised terms [1,&lt;&lt;\"a\"&gt;&gt;] in l1\nKey \"uri\" not found in l1\n"}`},
+	{"PUT", "/api/parameters/shovel/gp/l2", `{"value":{"src-uri":"amqp://h","src-queue":"a","dest-uri":"amqp://h","src-queue-args":[1]}}`, 400, `{"error":"bad_request","reason":"Validation failed\n\nUnrecognised terms [1] in src-queue-args\n"}`},
 	// An integer beyond 64 bits is an Erlang bignum: a valid limit, shown as sent.
 	{"PUT", "/api/vhost-limits/gp/max-queues", `{"value":12345678901234567890123}`, 204, ``},
 	{"GET", "/api/vhost-limits/gp", "", 200, `[{"vhost":"gp","value":{"max-queues":12345678901234567890123}}]`},

@@ -63,12 +63,16 @@ func erlMsg(prefix string, v any) string { return erlMsgAt(prefix, erlTermOf(v))
 // by the keys no constraint knows.
 func proplist(ctx paramCtx, name string, cs []constraint, v any) []string {
 	m, ok := v.(map[string]any)
+	var leftover termList // what no constraint takes, as RabbitMQ prints it
 	if !ok {
-		if l, isList := v.([]any); isList && len(l) == 0 {
-			m = map[string]any{} // [] is the empty proplist
-		} else {
+		l, isList := v.([]any)
+		if !isList {
+			// RabbitMQ fails here with a 500; say what is wrong instead.
 			return []string{erlMsg(name+" should be an object, actually was ", v)}
 		}
+		// A list is a proplist with no {Key, Value} in it: every element
+		// is left over.
+		m, leftover = map[string]any{}, erlTermOf(l).(termList)
 	}
 	var results [][]string
 	seen := make(map[string]bool, len(cs))
@@ -90,7 +94,10 @@ func proplist(ctx paramCtx, name string, cs []constraint, v any) []string {
 		}
 	}
 	if len(rest) > 0 {
-		out = append(out, erlMsgAt("Unrecognised terms ", erlProplist(rest))+" in "+name)
+		leftover = erlProplist(rest)
+	}
+	if len(leftover) > 0 {
+		out = append(out, erlMsgAt("Unrecognised terms ", leftover)+" in "+name)
 	}
 	for i := len(results) - 1; i >= 0; i-- {
 		out = append(out, results[i]...)
