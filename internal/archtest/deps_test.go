@@ -27,6 +27,7 @@ const (
 	raft       = "github.com/hashicorp/raft"
 	raftBolt   = "github.com/hashicorp/raft-boltdb/v2"
 	memberlist = "github.com/hashicorp/memberlist"
+	porcupine  = "github.com/anishathalye/porcupine"
 )
 
 // allowed is the dependency direction, for each package of the module:
@@ -40,20 +41,23 @@ const (
 // osiris and aten. A package missing here fails the test, so every new
 // package, and every new third-party dependency, needs a rule.
 var allowed = map[string]rule{
-	"":                  {}, // the module root: documentation and the soak entry point
-	"amqp":              {},
-	"msgstore":          {},
-	"queueindex":        {module: []string{"msgstore"}},
-	"cluster":           {module: []string{"msgstore"}, thirdParty: []string{raft, raftBolt, memberlist}},
-	"server/route":      {module: []string{"amqp"}},
-	"server":            {module: []string{"amqp", "server/route", "cluster", "queueindex", "msgstore"}, thirdParty: []string{bbolt}},
-	"mgmt":              {module: []string{"server", "amqp", "msgstore", "queueindex", "mgmt/ui", "mgmt/metrics"}, thirdParty: []string{netutil}},
-	"mgmt/ui":           {},
-	"mgmt/metrics":      {module: []string{"server", "amqp"}, thirdParty: []string{prometheus, netutil}},
-	"cmd/warren":        {module: []string{"server", "mgmt", "mgmt/ui", "mgmt/metrics", "cluster", "amqp", "msgstore"}, thirdParty: []string{pflag, viper}},
-	"cmd/warrenctl":     {},
-	"cmd/warren-perf":   {thirdParty: []string{amqp091}},
-	"cmd/amqpgen":       {},
+	"":                {}, // the module root: documentation and the soak entry point
+	"amqp":            {},
+	"msgstore":        {},
+	"queueindex":      {module: []string{"msgstore"}},
+	"cluster":         {module: []string{"msgstore"}, thirdParty: []string{raft, raftBolt, memberlist}},
+	"server/route":    {module: []string{"amqp"}},
+	"server":          {module: []string{"amqp", "server/route", "cluster", "queueindex", "msgstore"}, thirdParty: []string{bbolt}},
+	"mgmt":            {module: []string{"server", "amqp", "msgstore", "queueindex", "mgmt/ui", "mgmt/metrics"}, thirdParty: []string{netutil}},
+	"mgmt/ui":         {},
+	"mgmt/metrics":    {module: []string{"server", "amqp"}, thirdParty: []string{prometheus, netutil}},
+	"cmd/warren":      {module: []string{"server", "mgmt", "mgmt/ui", "mgmt/metrics", "cluster", "amqp", "msgstore"}, thirdParty: []string{pflag, viper}},
+	"cmd/warrenctl":   {},
+	"cmd/warren-perf": {thirdParty: []string{amqp091}},
+	"cmd/amqpgen":     {},
+	// The fault harness drives warren as a black box through its binary,
+	// AMQP and HTTP; porcupine checks its definitions history.
+	"cmd/warren-chaos":  {thirdParty: []string{amqp091, porcupine}},
 	"internal/archtest": {},
 	"internal/testcert": {},
 	// internal/soakflag only defines the -soak test flag; every package with

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// violation is one broken guarantee with the operations that show it.
+type violation struct {
+	Kind   string  `json:"kind"`
+	ID     string  `json:"id,omitempty"`
+	Detail string  `json:"detail"`
+	Events []Event `json:"events,omitempty"`
+}
+
+// unavailability is the time from one fault or heal to the next confirm.
+type unavailability struct {
+	Event         string   `json:"event"`
+	Family        string   `json:"family"`
+	Kind          string   `json:"kind"`
+	Nodes         []string `json:"nodes"`
+	At            string   `json:"at"`
+	NextConfirmMs int64    `json:"next_confirm_ms"` // -1: none followed
+}
+
+// summary is <run>/summary.json.
+type summary struct {
+	Operations        int              `json:"operations"`
+	Published         int              `json:"published"`
+	Confirmed         int              `json:"confirmed"`
+	PublishFailed     int              `json:"publish_failed"`
+	PublishUnknown    int              `json:"publish_unknown"`
+	Delivered         int              `json:"delivered_messages"`
+	Deliveries        int              `json:"deliveries"`
+	Redeliveries      int              `json:"redeliveries"`
+	Recovered         int              `json:"recovered_unconfirmed_delivered"`
+	CommitsOK         int              `json:"tx_commits_ok"`
+	DefinitionOps     int              `json:"definition_ops"`
+	Faults            int              `json:"faults"`
+	Lost              int              `json:"lost"`
+	Unexpected        int              `json:"unexpected"`
+	BadDuplicates     int              `json:"bad_duplicates"`
+	CommittedReturned int              `json:"committed_acks_returned"`
+	Unavailability    []unavailability `json:"unavailability"`
+	MaxUnavailableMs  int64            `json:"max_unavailable_ms"`
+	Violations        []violation      `json:"violations"`
+}
+
+// maxReported bounds the violations of one kind kept in full.
+const maxReported = 50
+
+// runCheck checks a run directory, writes summary.json and prints the
+// violations; it exits non-zero on any.
+func runCheck(dir string, stdout, stderr io.Writer) int {
+	cfg, err := readConfig(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "warren-chaos check:", err)
+		return exitSetup
+	}
+	hist, err := readJSONLines[Event](filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		fmt.Fprintln(stderr, "warren-chaos check:", err)
+		return exitSetup
+	}
+	nem, err := readJSONLines[nemesisEvent](filepath.Join(dir, "nemesis.log"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintln(stderr, "warren-chaos check:", err)
+		return exitSetup
+	}
+	s := check(hist, nem, cfg.Scope, filepath.Join(dir, "definitions-%s.html"))
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "warren-chaos check:", err)
+		return exitSetup
+	}
+	printSummary(stdout, dir, s)
+	if len(s.Violations) > 0 {
+		return exitViolation
+	}
+	return exitOK
+}
+
+func printSummary(w io.Writer, dir string, s summary) {
+	fmt.Fprintf(w, "warren-chaos check %s: %d ops, %d faults, %d published, %d confirmed, %d unknown, %d delivered (%d redeliveries), %d recovered, %d tx commits, %d definition ops, max unavailability %d ms\n",
+		dir, s.Operations, s.Faults, s.Published, s.Confirmed, s.PublishUnknown, s.Delivered, s.Redeliveries, s.Recovered, s.CommitsOK, s.DefinitionOps, s.MaxUnavailableMs)
+	fmt.Fprintf(w, "lost %d, unexpected %d, bad duplicates %d, committed acks returned %d, violations %d\n",
+		s.Lost, s.Unexpected, s.BadDuplicates, s.CommittedReturned, len(s.Violations))
+	for _, v := range s.Violations {
+		fmt.Fprintf(w, "VIOLATION %s %s: %s\n", v.Kind, v.ID, v.Detail)
+		for _, e := range v.Events {
+			b, _ := json.Marshal(e)
+			fmt.Fprintf(w, "    %s %s\n", time.Unix(0, e.T).UTC().Format("15:04:05.000000"), b)
+		}
+	}
+}
+
+// check runs every check over one history and its nemesis log. htmlPattern
+// (with %s for the partition) is where a non-linearizable definitions
+// partition is drawn; "" draws none.
+func check(hist []Event, nem []nemesisEvent, scope, htmlPattern string) summary {
+	sort.SliceStable(hist, func(i, j int) bool { return hist[i].T < hist[j].T })
+	var s summary
+	var v []violation
+	add := func(kind string, more ...violation) {
+		n := 0
+		for _, x := range v {
+			if x.Kind == kind {
+				n++
+			}
+		}
+		for _, x := range more {
+			if n < maxReported {
+				x.Kind = kind
+				v = append(v, x)
+				n++
+			}
+		}
+	}
+	q := checkQueue(hist, &s)
+	add("lost", q.lost...)
+	add("unexpected", q.unexpected...)
+	add("duplicate-not-redelivered", q.badDup...)
+	add("committed-ack-returned", q.committed...)
+	add("drain-incomplete", q.drain...)
+	s.Lost, s.Unexpected, s.BadDuplicates, s.CommittedReturned = len(q.lost), len(q.unexpected), len(q.badDup), len(q.committed)
+	add("definitions-not-linearizable", checkDefinitions(hist, scope, htmlPattern, &s)...)
+	for _, e := range nem {
+		switch e.Event {
+		case "fault":
+			s.Faults++
+		case "node-exit":
+			add("node-exit", violation{ID: fmt.Sprint(e.Nodes), Detail: "a node exited without the nemesis killing it: " + e.Err})
+		}
+		if e.Err != "" && (e.Event == "fault" || e.Event == "heal") {
+			add("nemesis-error", violation{ID: e.Kind, Detail: fmt.Sprintf("%s %s on %v: %s", e.Event, e.Kind, e.Nodes, e.Err)})
+		}
+	}
+	s.Unavailability, s.MaxUnavailableMs = unavailable(hist, nem)
+	s.Violations = v
+	if s.Violations == nil {
+		s.Violations = []violation{}
+	}
+	return s
+}
+
+// unavailable measures, for each fault and heal, the time to the next
+// publish confirm after it.
+func unavailable(hist []Event, nem []nemesisEvent) ([]unavailability, int64) {
+	var confirms []int64
+	for _, e := range hist {
+		if e.F == "publish" && e.Type == evOK {
+			confirms = append(confirms, e.T)
+		}
+	}
+	out := []unavailability{}
+	var max int64
+	for _, e := range nem {
+		if e.Event != "fault" && e.Event != "heal" {
+			continue
+		}
+		u := unavailability{Event: e.Event, Family: e.Family, Kind: e.Kind, Nodes: e.Nodes,
+			At: time.Unix(0, e.T).UTC().Format(time.RFC3339Nano), NextConfirmMs: -1}
+		if i := sort.Search(len(confirms), func(i int) bool { return confirms[i] > e.T }); i < len(confirms) {
+			u.NextConfirmMs = (confirms[i] - e.T) / int64(time.Millisecond)
+			if u.NextConfirmMs > max {
+				max = u.NextConfirmMs
+			}
+		}
+		out = append(out, u)
+	}
+	return out, max
+}
