@@ -39,6 +39,10 @@ type vhostStorage struct {
 	waiters []completion
 	spare   []completion
 	synced  map[*Queue]struct{} // flushed since the last timed sync (interval/messages policies)
+	// rounds are the tx.commits waiting for the next round (waitRound);
+	// stopped is set before the last round, after which none may wait.
+	rounds  []chan<- error
+	stopped bool
 
 	kick chan struct{}
 	quit chan struct{}
@@ -135,6 +139,24 @@ func (v *vhostStorage) await(c completion) {
 	v.signal()
 }
 
+// waitRound blocks until a commit round that starts after the call is done,
+// so everything written before it is durable under the policy, and returns
+// the round's error. tx.commit-ok waits for it: without it a crash right
+// after the commit-ok loses the transaction's acks and publishes, whose
+// index changes are written by the round.
+func (v *vhostStorage) waitRound() error {
+	done := make(chan error, 1)
+	v.mu.Lock()
+	if v.stopped {
+		v.mu.Unlock()
+		return errors.New("the message store is stopping")
+	}
+	v.rounds = append(v.rounds, done)
+	v.mu.Unlock()
+	v.signal()
+	return <-done
+}
+
 func (v *vhostStorage) signal() {
 	select {
 	case v.kick <- struct{}{}:
@@ -160,6 +182,9 @@ func (v *vhostStorage) commitLoop() {
 		case <-tick:
 			v.syncIndexes()
 		case <-v.quit:
+			v.mu.Lock()
+			v.stopped = true
+			v.mu.Unlock()
 			v.round()
 			return
 		}
@@ -167,7 +192,7 @@ func (v *vhostStorage) commitLoop() {
 }
 
 // testHookRound, when set by a test, runs before each commit round that
-// has publishes waiting (n of them), on the committer goroutine, before the
+// has publishes or tx.commits waiting (n of them), on the committer goroutine, before the
 // store is synced; testHookRoundDone runs after their completions.
 var (
 	testHookRound     atomic.Pointer[func(n int)]
@@ -178,19 +203,22 @@ var (
 // completes the publishes waiting on it: ok unless a sync or flush failed.
 func (v *vhostStorage) round() {
 	v.mu.Lock()
-	dirty, waiters := v.dirty, v.waiters
+	dirty, waiters, rounds := v.dirty, v.waiters, v.rounds
 	v.dirty = make(map[*Queue]struct{}, len(dirty))
-	v.waiters, v.spare = v.spare[:0], nil
+	v.waiters, v.spare, v.rounds = v.spare[:0], nil, nil
 	v.mu.Unlock()
-	if len(dirty) == 0 && len(waiters) == 0 {
+	if len(dirty) == 0 && len(waiters) == 0 && len(rounds) == 0 {
 		v.putSpare(waiters)
 		return
 	}
-	if h := testHookRound.Load(); h != nil && len(waiters) > 0 {
-		(*h)(len(waiters))
+	if h := testHookRound.Load(); h != nil && len(waiters)+len(rounds) > 0 {
+		(*h)(len(waiters) + len(rounds))
 	}
 	err := v.commit(dirty)
 	completeAll(waiters, err == nil)
+	for _, done := range rounds {
+		done <- err
+	}
 	if h := testHookRoundDone.Load(); h != nil && len(waiters) > 0 {
 		(*h)(len(waiters))
 	}

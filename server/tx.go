@@ -45,6 +45,17 @@ func (ch *channel) txCommit(m *amqp.TxCommit) *amqp.Error {
 	for _, s := range tx.settles {
 		ch.applySettle(s.ds, s.kind)
 	}
+	// The commit-ok promises the transaction survives a crash, as a confirm
+	// does: wait until the commit round has written its acks and stored
+	// publishes (RabbitMQ's commit-ok likewise waits for the publishes'
+	// confirms). A failed round fails the commit as RabbitMQ fails a
+	// transaction with a nacked publish.
+	if st := ch.conn.vhost.storage; st != nil && (len(tx.publishes) > 0 || len(tx.settles) > 0) {
+		if err := st.waitRound(); err != nil {
+			ch.conn.vhost.log.Error("tx.commit: the transaction is not durable", "err", err)
+			return amqp.NewError(amqp.PreconditionFailed, m.ID(), "partial tx completion")
+		}
+	}
 	ch.conn.out.sendMethod(ch.id, &amqp.TxCommitOk{})
 	return nil
 }
