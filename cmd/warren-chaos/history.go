@@ -42,10 +42,11 @@ const (
 // covers a buffered write only; the buffer is flushed when it fills and on
 // Close, so a harness goroutine never waits on the disk for long.
 type jsonLog struct {
-	mu  sync.Mutex
-	f   *os.File
-	w   *bufio.Writer
-	err error
+	mu        sync.Mutex
+	f         *os.File
+	w         *bufio.Writer
+	err       error
+	flushEach bool // a log read while the run goes on (nemesis.log)
 }
 
 func createJSONLog(path string) (*jsonLog, error) {
@@ -62,6 +63,9 @@ func (l *jsonLog) write(v any) {
 	defer l.mu.Unlock()
 	if err == nil {
 		_, err = l.w.Write(append(b, '\n'))
+	}
+	if err == nil && l.flushEach {
+		err = l.w.Flush()
 	}
 	if err != nil && l.err == nil {
 		l.err = err
@@ -114,7 +118,7 @@ func (h *history) record(e Event) {
 	h.log.write(e)
 }
 
-// readJSONLines decodes every line of path into a fresh T from newT.
+// readJSONLines decodes every line of path into a T.
 func readJSONLines[T any](path string) ([]T, error) {
 	f, err := os.Open(path)
 	if err != nil {

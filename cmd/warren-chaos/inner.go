@@ -40,6 +40,7 @@ func runInner(runJSON string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "warren-chaos:", err)
 		return exitSetup
 	}
+	events.flushEach = true
 	defer events.Close()
 	if netem != nil {
 		events.write(nemesisEvent{T: time.Now().UnixNano(), Event: "skip", Family: "netem", Err: netem.Error()})
