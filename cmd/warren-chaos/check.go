@@ -50,6 +50,7 @@ type summary struct {
 	CommittedReturned int              `json:"committed_acks_returned"`
 	Unavailability    []unavailability `json:"unavailability"`
 	MaxUnavailableMs  int64            `json:"max_unavailable_ms"`
+	ViolationCount    int              `json:"violation_count"` // all found; Violations keeps maxReported of each kind
 	Violations        []violation      `json:"violations"`
 }
 
@@ -84,7 +85,7 @@ func runCheck(dir string, stdout, stderr io.Writer) int {
 		return exitSetup
 	}
 	printSummary(stdout, dir, s)
-	if len(s.Violations) > 0 {
+	if s.ViolationCount > 0 {
 		return exitViolation
 	}
 	return exitOK
@@ -93,8 +94,8 @@ func runCheck(dir string, stdout, stderr io.Writer) int {
 func printSummary(w io.Writer, dir string, s summary) {
 	fmt.Fprintf(w, "warren-chaos check %s: %d ops, %d faults, %d published, %d confirmed, %d unknown, %d delivered (%d redeliveries), %d recovered, %d tx commits, %d definition ops, max unavailability %d ms\n",
 		dir, s.Operations, s.Faults, s.Published, s.Confirmed, s.PublishUnknown, s.Delivered, s.Redeliveries, s.Recovered, s.CommitsOK, s.DefinitionOps, s.MaxUnavailableMs)
-	fmt.Fprintf(w, "lost %d, unexpected %d, bad duplicates %d, committed acks returned %d, violations %d\n",
-		s.Lost, s.Unexpected, s.BadDuplicates, s.CommittedReturned, len(s.Violations))
+	fmt.Fprintf(w, "lost %d, unexpected %d, bad duplicates %d, committed acks returned %d, violations %d (%d shown)\n",
+		s.Lost, s.Unexpected, s.BadDuplicates, s.CommittedReturned, s.ViolationCount, len(s.Violations))
 	for _, v := range s.Violations {
 		fmt.Fprintf(w, "VIOLATION %s %s: %s\n", v.Kind, v.ID, v.Detail)
 		for _, e := range v.Events {
@@ -118,6 +119,7 @@ func check(hist []Event, nem []nemesisEvent, scope, htmlPattern string) summary 
 				n++
 			}
 		}
+		s.ViolationCount += len(more)
 		for _, x := range more {
 			if n < maxReported {
 				x.Kind = kind
