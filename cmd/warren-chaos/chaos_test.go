@@ -29,7 +29,7 @@ func TestChaosShort(t *testing.T) {
 	}
 	cfg := config{Nodes: 1, Seed: 1, Duration: 60 * time.Second, Family: "crash",
 		FaultMin: 3 * time.Second, FaultMax: 6 * time.Second, DiskMB: 64, QueueType: "classic",
-		MaxOps: 2_000_000, Publishers: 3, Consumers: 2, DefClients: 2, Scope: "node", RunDir: t.TempDir()}
+		MaxOps: 2_000_000, Publishers: 3, PubRate: 500, Consumers: 2, DefClients: 2, Scope: "node", RunDir: t.TempDir()}
 	if v := os.Getenv("WARREN_CHAOS_SEED"); v != "" {
 		seed, err := strconv.ParseUint(v, 10, 64)
 		must(t, err)

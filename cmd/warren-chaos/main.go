@@ -54,6 +54,7 @@ type config struct {
 	QueueType  string        `json:"queue_type"`
 	MaxOps     int64         `json:"max_ops"`
 	Publishers int           `json:"publishers"`
+	PubRate    int           `json:"publish_rate"` // per publisher, messages/s; 0 = unpaced
 	Consumers  int           `json:"consumers"`
 	DefClients int           `json:"definition_clients"`
 	NodeArgs   []string      `json:"node_args"`
@@ -111,6 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.QueueType, "queue-type", "classic", "x-queue-type of the workload queue")
 	fs.Int64Var(&cfg.MaxOps, "max-ops", 2_000_000, "most operations the workload invokes")
 	fs.IntVar(&cfg.Publishers, "publishers", 3, "confirming publishers")
+	fs.IntVar(&cfg.PubRate, "publish-rate", 500, "messages per second of each publisher (0: as fast as confirms come); bounds the history")
 	fs.IntVar(&cfg.Consumers, "consumers", 2, "manual-ack consumers (besides the basic.get and tx clients)")
 	fs.IntVar(&cfg.DefClients, "definition-clients", 2, "clients declaring, binding and deleting queues")
 	fs.Var(&nodeArgs, "node-arg", "extra warren argument for every node, repeatable; {node}, {ip} and {peers} are replaced")
@@ -134,8 +136,8 @@ func (c *config) validate() error {
 		return errors.New("-duration and -max-ops must be positive")
 	case c.Scope != "node" && c.Scope != "cluster":
 		return fmt.Errorf("-scope %q: want node or cluster", c.Scope)
-	case c.Publishers < 1 || c.Consumers < 1 || c.DefClients < 0:
-		return errors.New("-publishers and -consumers must be at least 1, -definition-clients at least 0")
+	case c.Publishers < 1 || c.Consumers < 1 || c.DefClients < 0 || c.PubRate < 0:
+		return errors.New("-publishers and -consumers must be at least 1, -definition-clients and -publish-rate at least 0")
 	}
 	return nil
 }

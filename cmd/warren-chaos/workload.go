@@ -96,6 +96,11 @@ var errBudget = errors.New("operation budget spent")
 // (closed connection, timeout) leaves the publish unknown.
 func (w *workload) publisher(ctx context.Context, proc string, rnd *rand.Rand) {
 	seq := 0
+	var pace time.Duration // between windows of 10
+	if w.cfg.PubRate > 0 {
+		pace = 10 * time.Second / time.Duration(w.cfg.PubRate)
+	}
+	next := time.Now()
 	w.session(ctx, rnd, func(ctx context.Context, n *node, c *amqp.Connection) error {
 		ch, err := c.Channel()
 		if err != nil {
@@ -109,6 +114,11 @@ func (w *workload) publisher(ctx context.Context, proc string, rnd *rand.Rand) {
 		for ctx.Err() == nil {
 			if err := w.publishWindow(proc, &seq, n, ch, confirms, returns); err != nil {
 				return err
+			}
+			if next = next.Add(pace); time.Until(next) > 0 {
+				sleepCtx(ctx, time.Until(next))
+			} else {
+				next = time.Now() // behind (a fault): no burst to catch up
 			}
 		}
 		return nil
