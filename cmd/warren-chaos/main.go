@@ -220,14 +220,15 @@ func readConfig(runDir string) (config, error) {
 
 // reexecInNamespaces runs this executable again under unshare. As root the
 // network and mount namespaces suffice; otherwise a user namespace mapping
-// the caller to root grants the capabilities to set them up.
+// the caller to root grants the capabilities to set them up. The harness is
+// pid 1 of its own pid namespace, so however it ends no node outlives it.
 func reexecInNamespaces(cfg config, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "warren-chaos: own executable:", err)
 		return exitSetup
 	}
-	args := []string{"--net", "--mount", "--propagation", "private"}
+	args := []string{"--net", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc"}
 	if os.Geteuid() != 0 {
 		args = append([]string{"--user", "--map-root-user"}, args...)
 	}
@@ -241,7 +242,7 @@ func reexecInNamespaces(cfg config, stdout, stderr io.Writer) int {
 		if errors.As(err, &exit) && (exit.ExitCode() == exitSetup || exit.ExitCode() == exitSkipped) {
 			return exit.ExitCode()
 		}
-		fmt.Fprintf(stderr, "warren-chaos: cannot create namespaces with unshare %s: %v\n", strings.Join(args, " "), err)
+		fmt.Fprintf(stderr, "warren-chaos: unshare %s failed (no namespaces here, or the harness inside was killed): %v\n", strings.Join(args, " "), err)
 		return exitSetup
 	}
 	return exitOK

@@ -166,15 +166,7 @@ func (w *workload) awaitConfirms(proc string, n *node, inflight map[uint64]pendi
 			if !ok {
 				return errors.New("channel closed awaiting confirms")
 			}
-			// basic.return precedes the ack of the same message.
-			for drained := false; !drained; {
-				select {
-				case r := <-returns:
-					returned[r.MessageId] = true
-				default:
-					drained = true
-				}
-			}
+			drainReturns(returns, returned)
 			p, known := inflight[conf.DeliveryTag]
 			if !known {
 				return fmt.Errorf("confirm of unknown delivery tag %d", conf.DeliveryTag)
@@ -193,6 +185,22 @@ func (w *workload) awaitConfirms(proc string, n *node, inflight map[uint64]pendi
 		}
 	}
 	return nil
+}
+
+// drainReturns takes the basic.returns already received: a return precedes
+// the ack of the same message. A closed channel has none left.
+func drainReturns(returns <-chan amqp.Return, returned map[string]bool) {
+	for {
+		select {
+		case r, ok := <-returns:
+			if !ok {
+				return
+			}
+			returned[r.MessageId] = true
+		default:
+			return
+		}
+	}
 }
 
 // recordDelivery logs a delivery as an observation.
