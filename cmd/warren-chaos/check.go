@@ -26,6 +26,7 @@ type unavailability struct {
 	Family        string   `json:"family"`
 	Kind          string   `json:"kind"`
 	Nodes         []string `json:"nodes"`
+	T             int64    `json:"t"` // Unix nanoseconds
 	At            string   `json:"at"`
 	NextConfirmMs int64    `json:"next_confirm_ms"` // -1: none followed
 }
@@ -148,6 +149,7 @@ func check(hist []Event, nem []nemesisEvent, scope, htmlPattern string) summary 
 		}
 	}
 	s.Unavailability, s.MaxUnavailableMs = unavailable(hist, nem)
+	add("no-confirm-after-heal", neverAvailable(hist, s.Unavailability)...)
 	s.Violations = v
 	if s.Violations == nil {
 		s.Violations = []violation{}
@@ -170,7 +172,7 @@ func unavailable(hist []Event, nem []nemesisEvent) ([]unavailability, int64) {
 		if e.Event != "fault" && e.Event != "heal" {
 			continue
 		}
-		u := unavailability{Event: e.Event, Family: e.Family, Kind: e.Kind, Nodes: e.Nodes,
+		u := unavailability{Event: e.Event, Family: e.Family, Kind: e.Kind, Nodes: e.Nodes, T: e.T,
 			At: time.Unix(0, e.T).UTC().Format(time.RFC3339Nano), NextConfirmMs: -1}
 		if i := sort.Search(len(confirms), func(i int) bool { return confirms[i] > e.T }); i < len(confirms) {
 			u.NextConfirmMs = (confirms[i] - e.T) / int64(time.Millisecond)
@@ -181,4 +183,31 @@ func unavailable(hist []Event, nem []nemesisEvent) ([]unavailability, int64) {
 		out = append(out, u)
 	}
 	return out, max
+}
+
+// healGrace is how long publishers must have kept trying after a heal with
+// no confirm since for the heal to count as not having restored service.
+const healGrace = 10 * time.Second
+
+// neverAvailable reports each heal after which no publish was confirmed
+// again although publishes were still invoked healGrace later: the node
+// did not recover from the fault (the run's last heal, after the workload
+// stopped, is not judged).
+func neverAvailable(hist []Event, us []unavailability) []violation {
+	var lastInvoke int64
+	for _, e := range hist {
+		if e.F == "publish" && e.Type == evInvoke {
+			lastInvoke = max(lastInvoke, e.T)
+		}
+	}
+	var out []violation
+	for _, u := range us {
+		if u.Event != "heal" || u.NextConfirmMs >= 0 || lastInvoke < u.T+int64(healGrace) {
+			continue
+		}
+		out = append(out, violation{ID: fmt.Sprint(u.Nodes), Detail: fmt.Sprintf(
+			"heal of %s %s at %s: no publish confirmed for the remaining %v of the run",
+			u.Family, u.Kind, u.At, time.Duration(lastInvoke-u.T).Round(time.Millisecond))})
+	}
+	return out
 }

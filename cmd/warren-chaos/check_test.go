@@ -163,3 +163,19 @@ func TestUnavailabilityIsTimeToNextConfirm(t *testing.T) {
 		t.Errorf("faults %d max %d", s.Faults, s.MaxUnavailableMs)
 	}
 }
+
+// A heal after which publishes go on but none is confirmed again is a node
+// that did not recover; the run's final heal, after the workload, is not.
+func TestCheckFindsNoConfirmAfterHeal(t *testing.T) {
+	b := &histBuilder{}
+	b.publish("m1", evOK).deliver("m1", false)
+	heal := b.t + 1000
+	nem := []nemesisEvent{{T: heal - 500, Event: "fault", Family: "disk", Kind: "full", Nodes: []string{"w1"}},
+		{T: heal, Event: "heal", Family: "disk", Kind: "full", Nodes: []string{"w1"}}}
+	wantKinds(t, check(b.hist, nem, "node", "")) // no publish after it: the run's end
+	b.t = heal + int64(healGrace) + 1
+	b.publish("m2", evFail)
+	wantKinds(t, check(b.hist, nem, "node", ""), "no-confirm-after-heal:[w1]")
+	b.publish("m3", evOK).deliver("m3", false)
+	wantKinds(t, check(b.hist, nem, "node", ""))
+}

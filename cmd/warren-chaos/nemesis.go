@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -216,22 +217,32 @@ func diskFault(n *node) fault {
 	}
 }
 
+// fillDisk preallocates every free byte of the file system into path: in
+// chunks, halving the chunk at each ENOSPC (the node writes meanwhile) down
+// to one page, so the disk ends up full whatever the node did.
 func fillDisk(path string) error {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(filepath.Dir(path), &st); err != nil {
-		return err
-	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
-	free := int64(st.Bavail) * st.Bsize
-	err = syscall.Fallocate(int(f.Fd()), 0, 0, free)
+	var off int64
+	for chunk := int64(16 << 20); chunk >= 4096; {
+		err = syscall.Fallocate(int(f.Fd()), 0, off, chunk)
+		if err == nil {
+			off += chunk
+			continue
+		}
+		if !errors.Is(err, syscall.ENOSPC) {
+			break
+		}
+		err = nil
+		chunk /= 2
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("fallocate %d bytes: %w", free, err)
+		return fmt.Errorf("fallocate at %d bytes: %w", off, err)
 	}
 	return nil
 }
