@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 )
@@ -185,29 +186,41 @@ func unavailable(hist []Event, nem []nemesisEvent) ([]unavailability, int64) {
 	return out, max
 }
 
-// healGrace is how long publishers must have kept trying after a heal with
-// no confirm since for the heal to count as not having restored service.
+// healGrace is how long publishers must have kept publishing to a healed
+// node, with no confirm from it since, for the heal to count as not having
+// restored it.
 const healGrace = 10 * time.Second
 
-// neverAvailable reports each heal after which no publish was confirmed
-// again although publishes were still invoked healGrace later: the node
-// did not recover from the fault (the run's last heal, after the workload
-// stopped, is not judged).
+// neverAvailable reports each heal after which no publish to the healed
+// nodes was confirmed again although publishes to them were still invoked
+// healGrace later: a node that did not recover from the fault. (The run's
+// last heal, after the workload stopped, is not judged.)
 func neverAvailable(hist []Event, us []unavailability) []violation {
-	var lastInvoke int64
-	for _, e := range hist {
-		if e.F == "publish" && e.Type == evInvoke {
-			lastInvoke = max(lastInvoke, e.T)
-		}
-	}
 	var out []violation
 	for _, u := range us {
-		if u.Event != "heal" || u.NextConfirmMs >= 0 || lastInvoke < u.T+int64(healGrace) {
+		if u.Event != "heal" {
+			continue
+		}
+		var lastInvoke int64
+		confirmed := false
+		for _, e := range hist {
+			if e.T <= u.T || e.F != "publish" || !slices.Contains(u.Nodes, e.Node) {
+				continue
+			}
+			if e.Type == evOK {
+				confirmed = true
+				break
+			}
+			if e.Type == evInvoke {
+				lastInvoke = e.T
+			}
+		}
+		if confirmed || lastInvoke < u.T+int64(healGrace) {
 			continue
 		}
 		out = append(out, violation{ID: fmt.Sprint(u.Nodes), Detail: fmt.Sprintf(
-			"heal of %s %s at %s: no publish confirmed for the remaining %v of the run",
-			u.Family, u.Kind, u.At, time.Duration(lastInvoke-u.T).Round(time.Millisecond))})
+			"heal of %s %s at %s: no publish to %v confirmed again in the %v publishes went on",
+			u.Family, u.Kind, u.At, u.Nodes, time.Duration(lastInvoke-u.T).Round(time.Millisecond))})
 	}
 	return out
 }
