@@ -152,6 +152,10 @@ func defOperations(hist []Event, scope string) (map[string][]porcupine.Operation
 	return parts, n
 }
 
+// defCheckTimeout bounds porcupine's search of one partition; a search
+// that does not end is reported (as porcupine's Unknown), not passed.
+const defCheckTimeout = 30 * time.Second
+
 // checkDefinitions checks each partition's linearizability.
 func checkDefinitions(hist []Event, scope, htmlPattern string, s *summary) []violation {
 	parts, n := defOperations(hist, scope)
@@ -163,7 +167,7 @@ func checkDefinitions(hist []Event, scope, htmlPattern string, s *summary) []vio
 	sort.Strings(keys)
 	var out []violation
 	for _, k := range keys {
-		res, info := porcupine.CheckOperationsVerbose(defModel, parts[k], time.Minute)
+		res, info := porcupine.CheckOperationsVerbose(defModel, parts[k], defCheckTimeout)
 		if res == porcupine.Ok {
 			continue
 		}

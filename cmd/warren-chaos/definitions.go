@@ -71,11 +71,22 @@ func (w *workload) definitions(ctx context.Context, proc string, rnd *rand.Rand)
 		if e.F == "bind" || e.F == "unbind" {
 			e.Key = defKeys[rnd.IntN(len(defKeys))]
 		}
+		// An operation is invoked only once it can be sent: one that never
+		// reached the node would be an unknown outcome the checker has to
+		// place everywhere, and a down node would make hundreds of them.
+		var ch *amqp.Channel
+		if e.F != "bindings" {
+			var err error
+			if ch, err = dc.channel(n); err != nil {
+				sleepCtx(ctx, 20*time.Millisecond)
+				continue
+			}
+		}
 		op := w.h.invoke(e)
 		if op == 0 {
 			return
 		}
-		keys, err := dc.do(ctx, n, e)
+		keys, err := dc.do(ctx, n, ch, e)
 		e.Keys = keys
 		switch {
 		case err == nil:
@@ -105,14 +116,13 @@ func isNotFound(err error) bool {
 	return (errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound) || errors.As(err, &nf)
 }
 
-func (dc *defClient) do(ctx context.Context, n *node, e Event) ([]string, error) {
+// do runs one operation; ch is n's channel (nil for the bindings read,
+// which goes through the management API).
+func (dc *defClient) do(ctx context.Context, n *node, ch *amqp.Channel, e Event) ([]string, error) {
 	if e.F == "bindings" {
 		return dc.bindings(ctx, n, e.Q)
 	}
-	ch, err := dc.channel(n)
-	if err != nil {
-		return nil, err
-	}
+	var err error
 	switch e.F {
 	case "declare":
 		_, err = ch.QueueDeclare(e.Q, true, false, false, false, nil)
