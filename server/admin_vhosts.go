@@ -147,21 +147,16 @@ func (s *Server) dropVhost(name string) error {
 // from a deleted vhost's memory; their definitions are already gone from
 // meta.db (DeleteVhost.writes).
 func (vh *Vhost) dropTopology() {
-	vh.mu.Lock()
-	vh.gone = true // a declare still writing its files undoes them
-	vh.mu.Unlock()
 	for _, q := range vh.Queues() {
 		vh.mu.Lock()
-		var done metaBatch // already committed by DeleteVhost.writes
-		cs, _ := vh.removeQueueAndUnlock(q, &done, false)
+		cs, _ := vh.removeQueueAndUnlock(q)
 		notifyCancelled(cs)
 	}
 	vh.mu.Lock()
 	defer vh.mu.Unlock()
-	var done metaBatch // already committed by DeleteVhost.writes
 	for _, ex := range vh.exchanges {
 		if ex.name != "" && !strings.HasPrefix(ex.name, "amq.") && vh.exchanges[ex.name] == ex {
-			vh.removeExchangeLocked(ex, &done)
+			vh.removeExchangeLocked(ex)
 		}
 	}
 }

@@ -276,7 +276,7 @@ func (ch *channel) basicCancel(m *amqp.BasicCancel) *amqp.Error {
 	if c != nil {
 		if c.q.cancel(c) {
 			q := c.q.queue()
-			q.vhost.removeQueue(q)
+			q.vhost.removeQueue(q, "auto-delete")
 		}
 		c.q.touch()
 	}

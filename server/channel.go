@@ -152,7 +152,7 @@ func (ch *channel) shutdown() {
 	for _, c := range cs {
 		if c.q.cancel(c) {
 			q := c.q.queue()
-			q.vhost.removeQueue(q)
+			q.vhost.removeQueue(q, "auto-delete")
 		}
 	}
 	ch.umu.Lock()

@@ -12,8 +12,8 @@ import (
 // exchanges, queues and bindings. A command is plain data — names, flags,
 // AMQP tables in their wire encoding, no pointers to connections, channels
 // or queues (an exclusive queue's owner is an OwnerRef) — so it can be
-// encoded (EncodeCommand) and applied on another node. Server.apply is the
-// one place a command takes effect.
+// encoded (EncodeCommand) and applied on another node. Server.applyLocked
+// (apply.go) is the one place a command takes effect.
 type Command interface {
 	// writes adds the command's meta.db records to b. It depends on the
 	// command alone, so every node writes the same records.
@@ -128,13 +128,17 @@ type DeclareExchange struct {
 	Arguments  []byte `json:"arguments"`
 }
 
-// DeleteExchange deletes an exchange and every binding from or to it.
+// DeleteExchange deletes an exchange and every binding from or to it;
+// with IfUnused it is refused (406) while the exchange has bindings.
 type DeleteExchange struct {
-	Vhost string `json:"vhost"`
-	Name  string `json:"name"`
+	Vhost    string `json:"vhost"`
+	Name     string `json:"name"`
+	IfUnused bool   `json:"if_unused,omitempty"`
 }
 
-// DeclareQueue creates a queue; Owner is set for an exclusive queue.
+// DeclareQueue creates a queue; Owner is set for an exclusive queue. Node
+// is the queue's home, the node that holds its data ("" is the node
+// applying it, for commands from before queues had homes).
 type DeclareQueue struct {
 	Vhost      string    `json:"vhost"`
 	Name       string    `json:"name"`
@@ -143,12 +147,20 @@ type DeclareQueue struct {
 	AutoDelete bool      `json:"auto_delete"`
 	Arguments  []byte    `json:"arguments"`
 	Owner      *OwnerRef `json:"owner,omitempty"`
+	Node       string    `json:"node,omitempty"`
 }
 
-// DeleteQueue deletes a queue and every binding to it.
+// DeleteQueue deletes a queue and every binding to it. IfUnused and
+// IfEmpty refuse it (406) while the queue has consumers or ready messages.
+// With Owner set it deletes only an exclusive queue of that owner (the
+// cleanup of a closed connection must not delete a later queue of the
+// same name).
 type DeleteQueue struct {
-	Vhost string `json:"vhost"`
-	Name  string `json:"name"`
+	Vhost    string    `json:"vhost"`
+	Name     string    `json:"name"`
+	IfUnused bool      `json:"if_unused,omitempty"`
+	IfEmpty  bool      `json:"if_empty,omitempty"`
+	Owner    *OwnerRef `json:"owner,omitempty"`
 }
 
 // Bind adds a binding; DestinationType is "queue" or "exchange". Durable

@@ -193,7 +193,7 @@ func (c *conn) cleanup() {
 	c.exclusive = nil
 	c.exclMu.Unlock()
 	for _, q := range qs {
-		q.vhost.removeQueue(q)
+		q.vhost.removeQueue(q, "exclusive owner closed")
 	}
 }
 

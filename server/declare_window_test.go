@@ -12,21 +12,26 @@ import (
 // the vhost's queues cannot see the queue yet: the queue must still get it.
 func TestPolicySetDuringDurableDeclareApplies(t *testing.T) {
 	ts := startServer(t, withDataDir(t.TempDir()))
+	// The policy change waits for the declare's apply (Server.applyMu), so
+	// it is made from its own goroutine while the declare creates files.
+	policySet := make(chan error, 1)
 	testHookDeclareDiskWork = func(q *Queue) {
 		if q.name != "window" {
 			return
 		}
 		p := Policy{Vhost: "/", Name: "cap", Pattern: "^window$", ApplyTo: ApplyToQueues,
 			Definition: map[string]any{"max-length": int64(1)}}
-		if _, err := ts.PutPolicy(p, false); err != nil {
-			t.Error(err)
-		}
+		go func() {
+			_, err := ts.PutPolicy(p, false)
+			policySet <- err
+		}()
 	}
 	t.Cleanup(func() { testHookDeclareDiskWork = nil })
 	_, ch := ts.channel(t)
 	if _, err := ch.QueueDeclare("window", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
+	must(t, <-policySet)
 	for _, body := range []string{"a", "b", "c"} {
 		publish(t, ch, "", "window", body)
 	}

@@ -34,7 +34,7 @@ var (
 	// bucketGlobals holds global parameters, cluster_name among them, by name.
 	bucketGlobals = []byte("global_parameters")
 	allBuckets    = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketQueues, bucketBindings,
-		bucketPolicies, bucketTopicPermissions, bucketParameters, bucketGlobals}
+		bucketPolicies, bucketTopicPermissions, bucketParameters, bucketGlobals, bucketState}
 )
 
 // metaStore keeps durable definitions — vhosts, users, permissions, durable

@@ -21,7 +21,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	}
 	fail := func(err error) (bool, error) { return false, fmt.Errorf("%w: %v", ErrMetaUnreadable, err) }
 	err = loadEach(s, bucketVhosts, func(v metaVhost) error {
-		vh := newVhost(v.Name, s.meta, s.log.With("vhost", v.Name))
+		vh := newVhost(v.Name, s.log.With("vhost", v.Name))
 		s.resetVhostLimits(vh)
 		vh.adm.meta = v.vhostMeta()
 		if err := s.openVhostStorage(vh); err != nil {
@@ -190,14 +190,9 @@ func (s *Server) loadBinding(b metaBinding) error {
 	if err != nil {
 		return fmt.Errorf("binding arguments: %w", err)
 	}
-	// Re-adding is idempotent in the matcher; the meta write is skipped
-	// because the binding is already stored.
-	saved := vh.meta
-	vh.meta = nil
-	aerr := vh.bindLocked(src, dest, b.RoutingKey, args)
-	vh.meta = saved
-	if aerr != nil {
+	if aerr := validateBinding(src, dest, b.RoutingKey, args); aerr != nil {
 		return aerr
 	}
+	vh.bindLocked(src, dest, b.RoutingKey, args)
 	return nil
 }

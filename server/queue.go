@@ -28,9 +28,11 @@ type Queue struct {
 	h queueHandle
 	// qa are the effective arguments: declared, merged with policies.
 	// Replaced by reconfigure under mu, and read under mu.
-	qa      queueArgs
-	owner   *conn // the declaring connection of an exclusive queue
-	created time.Time
+	qa    queueArgs
+	owner *conn // the declaring connection of an exclusive queue, when it is on this node
+	// ownerRef names the owner of an exclusive queue (DeclareQueue.Owner).
+	ownerRef *OwnerRef
+	created  time.Time
 
 	mu      sync.Mutex
 	ready   readySet
@@ -642,7 +644,7 @@ func (q *Queue) checkUnused() {
 		return
 	}
 	q.mu.Unlock()
-	q.vhost.removeQueue(q)
+	q.vhost.removeQueue(q, "x-expires")
 }
 
 // restartExpiry re-arms the x-expires timer for a full period, if the queue

@@ -43,9 +43,12 @@ type Server struct {
 	// entries: the order of changes in memory is their order in meta.db.
 	// It comes after adminState.mu and before every other lock apply takes.
 	applyMu sync.Mutex
-	users   *users
-	alarms  alarms
-	replies replyRegistry
+	// appliedIndex is the last Raft log index applied (ApplyCommitted),
+	// kept in meta.db with the definitions; guarded by applyMu.
+	appliedIndex uint64
+	users        *users
+	alarms       alarms
+	replies      replyRegistry
 	// admin is the management API's state: cluster name, topic permissions,
 	// the channel registry and closed channels' counters (admin.go).
 	admin adminState
@@ -115,6 +118,10 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.meta = meta
+		if s.appliedIndex, err = meta.loadAppliedIndex(); err != nil {
+			s.closeMeta()
+			return nil, fmt.Errorf("%w: %v", ErrMetaUnreadable, err)
+		}
 		if err := migrateLayout(cfg.DataDir, meta, s.log); err != nil {
 			s.closeMeta()
 			return nil, err
@@ -448,38 +455,19 @@ func (s *Server) tickClock() {
 	}
 }
 
-// addVhost creates a vhost: its files first, then its record in meta.db, so
-// a vhost whose files cannot be made is never saved (a saved vhost the next
-// start cannot open would be skipped, and its name stuck). When the record
-// cannot be written, the files just made are removed again.
-// addVhost creates a vhost with metadata m, or returns the existing one
-// unchanged.
+// addVhost creates a vhost with metadata m through the apply
+// (prepareDeclareVhost: its files first, then its record), or returns the
+// existing one unchanged.
 func (s *Server) addVhost(name string, m VhostMeta) (*Vhost, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if vh := s.vhosts[name]; vh != nil {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if vh := s.Vhost(name); vh != nil {
 		return vh, nil
 	}
-	vh := newVhost(name, s.meta, s.log.With("vhost", name))
-	vh.adm.meta = m
-	s.resetVhostLimits(vh)
-	var existed bool
-	if s.cfg.DataDir != "" {
-		_, err := os.Lstat(vhostDir(s.cfg.DataDir, name))
-		existed = err == nil
+	if _, err := s.applyOneLocked(DeclareVhost{Name: name, Meta: m}); err != nil {
+		return nil, err
 	}
-	if err := s.openVhostStorage(vh); err != nil {
-		return nil, errors.Join(err, s.undoVhostFiles(vh, existed))
-	}
-	if s.meta != nil {
-		if err := s.meta.commitCommands(DeclareVhost{Name: name, Meta: m}); err != nil {
-			err = fmt.Errorf("server: storing vhost %q: %w", name, err)
-			s.closeVhostStorage(vh)
-			return nil, errors.Join(err, s.undoVhostFiles(vh, existed))
-		}
-	}
-	s.vhosts[name] = vh
-	return vh, nil
+	return s.Vhost(name), nil
 }
 
 // undoVhostFiles removes the directory a failed vhost create made. A

@@ -215,9 +215,8 @@ func TestStreamStoredWithRefusedArgumentStillLoads(t *testing.T) {
 	conn, ch := ts.channel(t)
 	declareStream(t, ch, "s", nil)
 	confirmPublishAll(t, conn, "s", "a")
-	vh := ts.Vhost("/")
 	legacy := amqp.Table{"x-queue-type": "stream", "x-queue-mode": "lazy", "x-initial-cluster-size": int32(0)}
-	must(t, vh.meta.put(bucketQueues, metaKey("/", "s"), metaQueue{Vhost: "/", Name: "s", Arguments: tableBytes(legacy)}))
+	must(t, ts.meta.put(bucketQueues, metaKey("/", "s"), metaQueue{Vhost: "/", Name: "s", Arguments: tableBytes(legacy)}))
 	must(t, ts.Close())
 
 	ts2 := startServer(t, withDataDir(dir))
