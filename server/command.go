@@ -164,7 +164,8 @@ type DeleteQueue struct {
 }
 
 // Bind adds a binding; DestinationType is "queue" or "exchange". Durable
-// says both ends survive a restart; only such a binding is stored.
+// says both ends survive a restart; only such a binding is stored. The
+// apply sets it from the ends it finds, whatever the proposer sent.
 type Bind struct {
 	Vhost           string `json:"vhost"`
 	Source          string `json:"source"`

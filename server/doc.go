@@ -48,7 +48,9 @@
 //   - Durable definitions live in meta.db (bbolt), persistent messages in
 //     each vhost's msgstore with a queueindex per durable queue; queues keep
 //     a bounded head in memory and page the rest (persist.go, queue_disk.go).
-//     Definition changes still write to disk under Vhost.mu (LOCKS.md).
+//     Every definition change is a Command applied by one function
+//     (apply.go): checked, stored in one meta.db transaction, then made in
+//     memory; no disk I/O happens under Vhost.mu (LOCKS.md).
 //   - The default user guest may connect only from loopback, as in RabbitMQ.
 //
 // Lock order is in LOCKS.md at the repository root, goroutines in THREADS.md.

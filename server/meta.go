@@ -252,7 +252,7 @@ func applyMetaOp(bk *bolt.Bucket, op metaOp) error {
 }
 
 // put writes one record in its own transaction; definition changes go
-// through Server.apply or metaStore.commitCommands instead.
+// through the apply (apply.go) instead.
 func (m *metaStore) put(bucket []byte, key []byte, v any) error {
 	var b metaBatch
 	if err := b.put(bucket, key, v); err != nil {
