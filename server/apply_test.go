@@ -453,3 +453,21 @@ func TestSnapshotRestoreMeta(t *testing.T) {
 		t.Fatalf("a refused restore changed meta.db:\n%s", got)
 	}
 }
+
+// TestQueueHomedElsewhereIsRefused applies a DeclareQueue whose home is
+// another node: this node creates no storage and stores nothing for it
+// until queues on other nodes are served (the proxy of cluster wave 2).
+func TestQueueHomedElsewhereIsRefused(t *testing.T) {
+	ts := startServer(t, withDataDir(t.TempDir()))
+	res, err := ts.ApplyCommitted(1, encodeAll(t,
+		DeclareQueue{Vhost: "/", Name: "elsewhere", Durable: true, Node: "warren@other"},
+		DeclareQueue{Vhost: "/", Name: "here", Durable: true, Node: ts.NodeName()},
+	))
+	must(t, err)
+	if refusedCode(res[0]) != amqp.NotImplemented || res[1] != nil {
+		t.Fatalf("results %v, want 540 and nil", res)
+	}
+	if ts.Vhost("/").queue("elsewhere") != nil || ts.Vhost("/").queue("here") == nil {
+		t.Fatal("the queue homed elsewhere was created, or the local one was not")
+	}
+}
