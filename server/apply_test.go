@@ -471,3 +471,29 @@ func TestQueueHomedElsewhereIsRefused(t *testing.T) {
 		t.Fatal("the queue homed elsewhere was created, or the local one was not")
 	}
 }
+
+// TestStorageFailureIsDistinct applies an entry while meta.db cannot be
+// written: ApplyCommitted returns a StorageError (fatal for the node), not
+// per-command results, and nothing of the entry is in memory; over AMQP
+// the same failure is 541 and the queue is not there either.
+func TestStorageFailureIsDistinct(t *testing.T) {
+	ts := startServer(t, withDataDir(t.TempDir()))
+	_, ch := ts.channel(t)
+	must(t, ts.meta.db.Close()) // every write transaction now fails
+	res, err := ts.ApplyCommitted(1, encodeAll(t, DeclareQueue{Vhost: "/", Name: "sf-q", Durable: true}))
+	var se *StorageError
+	if !errors.As(err, &se) || res != nil {
+		t.Fatalf("got results %v, error %v; want a StorageError", res, err)
+	}
+	if ts.AppliedIndex() != 0 || ts.Vhost("/").queue("sf-q") != nil {
+		t.Fatal("the failed entry changed the node")
+	}
+	_, err = ch.QueueDeclare("sf-q2", true, false, false, false, nil)
+	var ae *amqp091.Error
+	if !errors.As(err, &ae) || ae.Code != 541 {
+		t.Fatalf("declare with meta.db unwritable: %v, want 541", err)
+	}
+	if ts.Vhost("/").queue("sf-q2") != nil {
+		t.Fatal("the queue whose record failed is in memory")
+	}
+}
