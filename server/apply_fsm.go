@@ -13,6 +13,14 @@ import (
 // The meta Raft FSM's entry points: committed log entries are applied here,
 // meta.db is snapshotted and restored here. A standalone node never calls
 // them (its applied index stays 0).
+//
+// They map onto cluster.FSM as follows (the wiring is a later step):
+// ApplyBatch(entries) is ApplyCommitted(last entry's Index, each entry's
+// Data) — the cluster's adapter has already dropped the entries at or below
+// AppliedIndex, and a StorageError is its panic; Snapshot is SnapshotMeta;
+// Restore stops the Server, calls RestoreMeta on its data directory and
+// starts a new Server with New, which loads the restored definitions and
+// applied index.
 
 // bucketState holds the node's apply state: applied_index, the last Raft
 // log index whose commands meta.db holds.
@@ -25,10 +33,10 @@ type appliedIndexRecord struct {
 	Index uint64 `json:"index"`
 }
 
-// ApplyCommitted applies the commands of the committed log entry at index:
-// each is decoded (DecodeCommand) and prepared, their records and
-// applied_index are written to meta.db in one transaction, and memory
-// changes, in order. It returns one result per command: nil, a
+// ApplyCommitted applies committed commands — those of the log entry at
+// index, or of consecutive entries of which index is the last: each is
+// decoded (DecodeCommand) and prepared, their records and applied_index are
+// written to meta.db in one transaction, and memory changes, in order. It returns one result per command: nil, a
 // *CommandRefused (the reply to give the client that proposed it), or a
 // decoding error. An entry at or below AppliedIndex was applied before (a
 // replay after a restart) and is skipped: its results are all nil. The
