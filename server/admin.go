@@ -48,6 +48,7 @@ func (a *adminState) track(ch *channel) {
 	}
 	a.channels[ch] = struct{}{}
 	a.chmu.Unlock()
+	ch.conn.srv.churn.channelsOpened.Add(1)
 }
 
 // untrack removes a closing channel and keeps its counts in the vhost's
@@ -60,6 +61,7 @@ func (a *adminState) untrack(ch *channel) {
 	}
 	delete(a.channels, ch)
 	a.retiredLocked(ch.conn.vhost.name).Add(ch.counters())
+	ch.conn.srv.churn.channelsClosed.Add(1)
 }
 
 func (a *adminState) retiredLocked(vhost string) *MessageCounters {

@@ -18,6 +18,7 @@ import (
 // read them. See the hooks in channel.go, publish.go and tx.go.
 type channelStats struct {
 	publish, returned, dropped           counter
+	publishConfirm                       counter // publishes in confirm mode
 	deliver, deliverNoAck, get, getNoAck counter
 	getEmpty, redeliver, ack             counter
 
@@ -69,7 +70,7 @@ func (st *channelStats) enterConfirm() { st.confirmMode.Store(true) }
 
 func (st *channelStats) counters() MessageCounters {
 	return MessageCounters{
-		Publish:          st.publish.value(),
+		Publish: st.publish.value(), PublishConfirm: st.publishConfirm.value(),
 		ReturnUnroutable: st.returned.value(), DropUnroutable: st.dropped.value(),
 		Deliver: st.deliver.value(), DeliverNoAck: st.deliverNoAck.value(),
 		Get: st.get.value(), GetNoAck: st.getNoAck.value(), GetEmpty: st.getEmpty.value(),
@@ -80,6 +81,7 @@ func (st *channelStats) counters() MessageCounters {
 // MessageCounters are cumulative message counts, as RabbitMQ's message_stats.
 type MessageCounters struct {
 	Publish          uint64 // messages published by clients
+	PublishConfirm   uint64 // of those, published on channels in confirm mode
 	Confirm          uint64 // publisher confirms (basic.ack) sent
 	ReturnUnroutable uint64 // mandatory messages returned as unroutable
 	DropUnroutable   uint64 // non-mandatory messages that reached no queue
@@ -95,6 +97,7 @@ type MessageCounters struct {
 // Add adds o to m field by field.
 func (m *MessageCounters) Add(o MessageCounters) {
 	m.Publish += o.Publish
+	m.PublishConfirm += o.PublishConfirm
 	m.Confirm += o.Confirm
 	m.ReturnUnroutable += o.ReturnUnroutable
 	m.DropUnroutable += o.DropUnroutable

@@ -108,6 +108,7 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	ch.stats.publish.inc()
 	var seq uint64
 	if ch.confirm {
+		ch.stats.publishConfirm.inc()
 		ch.publishSeq++
 		seq = ch.publishSeq
 	}

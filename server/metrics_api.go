@@ -41,6 +41,10 @@ type MetricsSnapshot struct {
 	Connections []ConnInfo
 	// Channels is the number of open channels.
 	Channels int
+	// ChannelGauges sums the open channels' gauges.
+	ChannelGauges ChannelGauges
+	// Churn are the node's connection, channel and queue lifecycle counters.
+	Churn ChurnCounters
 	// Messages are each vhost's message counters (VhostCounters): those of
 	// its open channels plus those its closed channels and API calls left.
 	Messages map[string]MessageCounters
@@ -96,7 +100,12 @@ func (s *Server) MetricsSnapshot() MetricsSnapshot {
 		snap.Exchanges = vh.appendExchangeMetrics(snap.Exchanges)
 	}
 	snap.Connections = s.Connections()
-	snap.Channels = len(s.admin.liveChannels())
+	chs := s.admin.liveChannels()
+	snap.Channels = len(chs)
+	for _, ch := range chs {
+		snap.ChannelGauges.add(ch.gauges())
+	}
+	snap.Churn = s.churn.snapshot()
 	snap.Messages = s.VhostCounters()
 	return snap
 }
@@ -126,4 +135,38 @@ func (vh *Vhost) appendExchangeMetrics(dst []ExchangeMetrics) []ExchangeMetrics 
 		added[i].PublishOut = added[i].Exchange.stats.publishOut.value()
 	}
 	return dst
+}
+
+// ChannelGauges are a channel's current figures, as RabbitMQ's
+// channel_metrics (summed over channels in MetricsSnapshot).
+type ChannelGauges struct {
+	Consumers, Unacked int
+	Unconfirmed        uint64
+	Prefetch           uint64 // basic.qos global=false
+	GlobalPrefetch     uint64 // basic.qos global=true
+}
+
+func (g *ChannelGauges) add(o ChannelGauges) {
+	g.Consumers += o.Consumers
+	g.Unacked += o.Unacked
+	g.Unconfirmed += o.Unconfirmed
+	g.Prefetch += o.Prefetch
+	g.GlobalPrefetch += o.GlobalPrefetch
+}
+
+// gauges reads the channel's gauges, each under its own leaf lock, without
+// the string formatting info does.
+func (ch *channel) gauges() ChannelGauges {
+	g := ChannelGauges{
+		Prefetch:       uint64(ch.stats.prefetch.Load()),
+		GlobalPrefetch: uint64(ch.globalPrefetch.Load()),
+	}
+	ch.cmu.Lock()
+	g.Consumers = len(ch.consumers)
+	ch.cmu.Unlock()
+	ch.umu.Lock()
+	g.Unacked = ch.unacked.len()
+	ch.umu.Unlock()
+	_, g.Unconfirmed = ch.confirmState()
+	return g
 }

@@ -52,6 +52,9 @@ type Server struct {
 	// admin is the management API's state: cluster name, topic permissions,
 	// the channel registry and closed channels' counters (admin.go).
 	admin adminState
+	// churn counts connections, channels and queues as they come and go
+	// (churn.go).
+	churn churn
 
 	// indexFiles holds the open files of every queue index of the node
 	// (index_files.go); nil without a data directory.
@@ -315,6 +318,7 @@ func (s *Server) acceptLoop(ln net.Listener) {
 		s.goFunc(func() {
 			defer s.releaseSocket()
 			c.serve()
+			s.churn.connectionsClosed.Add(1)
 		})
 	}
 }

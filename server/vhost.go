@@ -337,6 +337,9 @@ func serverQueueName(m *amqp.QueueDeclare) (string, *amqp.Error) {
 // access, reserved names) are made here; the apply decides the rest and
 // creates the queue's files outside Vhost.mu (prepareDeclareQueue).
 func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (*Queue, *amqp.Error) {
+	if !m.Passive {
+		vh.countQueue(queuesDeclared)
+	}
 	q := vh.queue(name)
 	if m.Passive {
 		if q == nil {
@@ -400,6 +403,7 @@ func (vh *Vhost) reserveLocked(name string, declaring bool) func() {
 // installQueueLocked makes a created queue visible.
 func (vh *Vhost) installQueueLocked(q *Queue) {
 	vh.queues[q.name] = q
+	vh.countQueue(queuesCreated)
 	if q.owner != nil {
 		q.owner.addExclusive(q)
 	}
@@ -436,6 +440,7 @@ func (vh *Vhost) removeQueueAndUnlock(q *Queue) ([]*consumer, int) {
 		return nil, 0
 	}
 	delete(vh.queues, q.name)
+	vh.countQueue(queuesDeleted)
 	for k := range q.bindings {
 		k.source.mu.Lock()
 		k.source.bindings.RemoveDest(q)
