@@ -41,7 +41,10 @@ type descs struct {
 	identity, build *prometheus.Desc
 
 	connections, channels, consumers, queues *prometheus.Desc
-	connectionsOpened                        *prometheus.Desc
+
+	// Groups summed over all channels (and, for the counters, the channels
+	// closed before), and the churn counters; see families.go.
+	churn, channel, channelExchange, channelQueue []*prometheus.Desc
 
 	residentMemory, memoryLimit, memoryAlarm *prometheus.Desc
 	diskAvailable, openFDs, maxFDs           *prometheus.Desc
@@ -53,6 +56,7 @@ type descs struct {
 	queueReadyRAM, queuePagedOut                  *prometheus.Desc
 	connIncomingBytes, connOutgoingBytes          *prometheus.Desc
 	globalReceived, globalRouted, globalConfirmed *prometheus.Desc
+	globalReceivedConfirm                         *prometheus.Desc
 	globalDropped, globalReturned                 *prometheus.Desc
 	globalConsumers                               *prometheus.Desc
 	globalDelivered, globalRedelivered, globAck   *prometheus.Desc
@@ -79,11 +83,15 @@ func newDescs(e endpoint) *descs {
 		build: d("build_info", "RabbitMQ & Erlang/OTP version info",
 			[]string{"rabbitmq_version", "prometheus_plugin_version", "prometheus_client_version", "erlang_version", "product_name", "product_version"}),
 
-		connections:       d("connections", "Connections currently open", nil),
-		channels:          d("channels", "Channels currently open", nil),
-		consumers:         d("consumers", "Consumers currently connected", nil),
-		queues:            d("queues", "Queues available", nil),
-		connectionsOpened: d("connections_opened_total", "Total number of connections opened", nil),
+		connections: d("connections", "Connections currently open", nil),
+		channels:    d("channels", "Channels currently open", nil),
+		consumers:   d("consumers", "Consumers currently connected", nil),
+		queues:      d("queues", "Queues available", nil),
+
+		churn:           descsOf("rabbitmq_", connectionChurnDefs, nil),
+		channel:         descsOf("rabbitmq_", channelDefs, nil),
+		channelExchange: descsOf("rabbitmq_", channelExchangeDefs, nil),
+		channelQueue:    descsOf("rabbitmq_", channelQueueDefs, nil),
 
 		residentMemory: d("process_resident_memory_bytes", "Memory used in bytes", nil),
 		memoryLimit:    d("resident_memory_limit_bytes", "Memory high watermark in bytes", nil),
@@ -109,6 +117,8 @@ func newDescs(e endpoint) *descs {
 		globalReceived:  d("global_messages_received_total", "Total number of messages received from publishers", protocol),
 		globalRouted:    d("global_messages_routed_total", "Total number of messages routed to queues or streams", protocol),
 		globalConfirmed: d("global_messages_confirmed_total", "Total number of messages confirmed to publishers", protocol),
+		globalReceivedConfirm: d("global_messages_received_confirm_total",
+			"Total number of messages received from publishers expecting confirmations", protocol),
 		globalDropped: d("global_messages_unroutable_dropped_total",
 			"Total number of messages published as non-mandatory into an exchange and dropped as unroutable", protocol),
 		globalReturned: d("global_messages_unroutable_returned_total",
@@ -141,16 +151,19 @@ func newDescs(e endpoint) *descs {
 // all lists every family, for Describe.
 func (ds *descs) all() []*prometheus.Desc {
 	out := []*prometheus.Desc{
-		ds.identity, ds.build, ds.connections, ds.channels, ds.consumers, ds.queues, ds.connectionsOpened,
+		ds.identity, ds.build, ds.connections, ds.channels, ds.consumers, ds.queues,
 		ds.residentMemory, ds.memoryLimit, ds.memoryAlarm, ds.diskAvailable, ds.openFDs, ds.maxFDs,
 		ds.openSockets, ds.maxSockets,
 		ds.queueReady, ds.queueUnacked, ds.queueMessages, ds.queueReadyBytes, ds.queueConsumers, ds.queuePub,
 		ds.queueReadyRAM, ds.queuePagedOut,
 		ds.connIncomingBytes, ds.connOutgoingBytes,
-		ds.globalReceived, ds.globalRouted, ds.globalConfirmed, ds.globalDropped, ds.globalReturned,
+		ds.globalReceived, ds.globalRouted, ds.globalConfirmed, ds.globalReceivedConfirm, ds.globalDropped, ds.globalReturned,
 		ds.globalConsumers, ds.globalDelivered, ds.globalRedelivered, ds.globAck,
 		ds.globalConsumeManual, ds.globalConsumeAuto, ds.globalGetManual, ds.globalGetAuto, ds.globalGetEmpt,
 		ds.deadLetteredExpired, ds.deadLetteredMaxlen,
+	}
+	for _, group := range [][]*prometheus.Desc{ds.churn, ds.channel, ds.channelExchange, ds.channelQueue} {
+		out = append(out, group...)
 	}
 	if ds.queueInfo != nil {
 		out = append(out, ds.queueInfo)
@@ -208,7 +221,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	e.gauge(ds.channels, float64(snap.Channels))
 	e.gauge(ds.consumers, float64(consumers))
 	e.gauge(ds.queues, float64(len(snap.Queues)))
-	e.counter(ds.connectionsOpened, snap.ConnectionsAccepted)
+	emitRow(e, ds.churn, connectionChurnDefs, churnValues(snap.ConnectionsAccepted, snap.Churn))
+	emitRow(e, ds.channel, channelDefs, channelGaugeValues(snap.ChannelGauges))
+	exchangeValues, queueValues := channelCounterValues(&tot.msgs)
+	emitRow(e, ds.channelExchange, channelExchangeDefs, exchangeValues)
+	emitRow(e, ds.channelQueue, channelQueueDefs, queueValues)
 
 	c.collectNode(e, &snap)
 	if c.endpoint == perObject {
@@ -239,6 +256,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	e.counter(ds.globalReceived, m.Publish, protocolAMQP091)
 	e.counter(ds.globalRouted, tot.routed, protocolAMQP091)
 	e.counter(ds.globalConfirmed, m.Confirm, protocolAMQP091)
+	e.counter(ds.globalReceivedConfirm, m.PublishConfirm, protocolAMQP091)
 	e.counter(ds.globalDropped, m.DropUnroutable, protocolAMQP091)
 	e.counter(ds.globalReturned, m.ReturnUnroutable, protocolAMQP091)
 	e.gauge(ds.globalConsumers, float64(consumers), protocolAMQP091)

@@ -124,6 +124,7 @@ func (t *tally) foldLocked(snap *server.MetricsSnapshot) {
 // addGains adds to tot what each counter gained from last to cur.
 func addGains(tot *server.MessageCounters, cur, last server.MessageCounters) {
 	tot.Publish += gain(cur.Publish, last.Publish)
+	tot.PublishConfirm += gain(cur.PublishConfirm, last.PublishConfirm)
 	tot.Confirm += gain(cur.Confirm, last.Confirm)
 	tot.ReturnUnroutable += gain(cur.ReturnUnroutable, last.ReturnUnroutable)
 	tot.DropUnroutable += gain(cur.DropUnroutable, last.DropUnroutable)
