@@ -24,12 +24,16 @@ type endpoint int
 const (
 	aggregated endpoint = iota // one series per family
 	perObject                  // one series per queue and connection
+	detailed                   // the families a /metrics/detailed query selects
 )
 
 // String returns the rabbitmq_endpoint label value.
 func (e endpoint) String() string {
-	if e == perObject {
+	switch e {
+	case perObject:
 		return "per-object"
+	case detailed:
+		return "detailed"
 	}
 	return "aggregated"
 }
@@ -178,12 +182,10 @@ type collector struct {
 	endpoint endpoint
 	descs    *descs
 	tally    *tally // shared by the endpoints of one Handler
-	// clientVersion is client_golang's version, a label of rabbitmq_build_info.
-	clientVersion string
 }
 
 func newCollector(s *server.Server, opts Options, e endpoint, t *tally) *collector {
-	return &collector{srv: s, opts: opts, endpoint: e, descs: newDescs(e), tally: t, clientVersion: clientGolangVersion()}
+	return &collector{srv: s, opts: opts, endpoint: e, descs: newDescs(e), tally: t}
 }
 
 // Describe implements prometheus.Collector.
@@ -199,19 +201,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	snap, tot := c.tally.scrape(c.srv)
 	ds, e := c.descs, emitter{ch}
-
-	node := c.srv.NodeName()
-	cluster := snap.ClusterName
-	if cluster == "" {
-		cluster = c.opts.ClusterName
-	}
-	if cluster == "" {
-		cluster = node
-	}
-	e.untyped(ds.identity, 1, labelValue(node), labelValue(cluster),
-		labelValue(c.opts.ClusterPermanentID), c.endpoint.String())
-	version := labelValue(snap.ProductVersion)
-	e.untyped(ds.build, 1, version, version, c.clientVersion, "n/a", labelValue(c.opts.ProductName), version)
+	emitInfo(e, c.srv, c.opts, ds, &snap, c.endpoint)
 
 	consumers := 0
 	for i := range snap.Queues {
@@ -370,4 +360,20 @@ func (e emitter) untyped(desc *prometheus.Desc, v float64, labels ...string) {
 // hold bytes that are not UTF-8, which the exposition format forbids.
 func labelValue(s string) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// emitInfo emits rabbitmq_identity_info and rabbitmq_build_info, which every
+// endpoint serves: the dashboards select a cluster and node by them.
+func emitInfo(e emitter, s *server.Server, opts Options, ds *descs, snap *server.MetricsSnapshot, ep endpoint) {
+	node := s.NodeName()
+	cluster := snap.ClusterName
+	if cluster == "" {
+		cluster = opts.ClusterName
+	}
+	if cluster == "" {
+		cluster = node
+	}
+	e.untyped(ds.identity, 1, labelValue(node), labelValue(cluster), labelValue(opts.ClusterPermanentID), ep.String())
+	version := labelValue(snap.ProductVersion)
+	e.untyped(ds.build, 1, version, version, clientVersion, "n/a", labelValue(opts.ProductName), version)
 }

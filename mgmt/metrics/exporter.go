@@ -39,6 +39,7 @@ func Handler(s *server.Server, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", endpointHandler(s, opts, defaultEndpoint, t))
 	mux.Handle("GET /metrics/per-object", endpointHandler(s, opts, perObject, t))
+	mux.Handle("GET /metrics/detailed", detailedHandler(s, opts))
 	return mux
 }
 
@@ -62,6 +63,9 @@ func endpointHandler(s *server.Server, opts Options, e endpoint, t *tally) http.
 type errorLogger struct{ log *slog.Logger }
 
 func (l errorLogger) Println(v ...any) { l.log.Warn("metrics scrape", "err", fmt.Sprint(v...)) }
+
+// clientVersion is client_golang's version, a label of rabbitmq_build_info.
+var clientVersion = clientGolangVersion()
 
 // clientGolangVersion returns the version of client_golang linked in, for
 // rabbitmq_build_info's prometheus_client_version.
