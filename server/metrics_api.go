@@ -33,7 +33,9 @@ type MetricsSnapshot struct {
 	MemoryHighWatermark uint64
 	// MemoryAlarm reports whether the memory alarm is raised.
 	MemoryAlarm bool
-	// Queues are all queues of all vhosts, ordered by vhost then name.
+	// Queues are all queues of all vhosts, in no particular order (sorting
+	// 10,000 names would cost a scrape more than copying them; the
+	// exposition is sorted by the Prometheus client anyway).
 	Queues []QueueMetrics
 	// Exchanges are all exchanges of all vhosts, ordered by vhost then name.
 	Exchanges []ExchangeMetrics
@@ -81,8 +83,10 @@ type ExchangeMetrics struct {
 }
 
 // MetricsSnapshot copies the node's metrics. It takes each lock briefly and
-// holds none when it returns; its cost grows with the number of queues,
-// exchanges and connections.
+// holds none when it returns: a vhost's read lock while its queue pointers
+// are copied (publishers share it), then each queue's lock while that queue
+// is read. Its cost grows with the number of queues, exchanges and
+// connections.
 func (s *Server) MetricsSnapshot() MetricsSnapshot {
 	snap := MetricsSnapshot{
 		ProductVersion:      s.cfg.ProductVersion,
@@ -93,11 +97,14 @@ func (s *Server) MetricsSnapshot() MetricsSnapshot {
 		MemoryHighWatermark: s.watermark.Load(),
 		MemoryAlarm:         s.MemoryAlarm(),
 	}
+	var queues []*Queue
 	for _, vh := range s.Vhosts() {
-		for _, q := range vh.Queues() {
-			snap.Queues = append(snap.Queues, q.metrics())
-		}
+		queues = vh.appendQueues(queues)
 		snap.Exchanges = vh.appendExchangeMetrics(snap.Exchanges)
+	}
+	snap.Queues = make([]QueueMetrics, len(queues))
+	for i, q := range queues {
+		snap.Queues[i] = q.metrics()
 	}
 	snap.Connections = s.Connections()
 	chs := s.admin.liveChannels()
@@ -116,6 +123,16 @@ func (q *Queue) metrics() QueueMetrics {
 	hasDLX, dlx := q.qa.hasDLX, q.qa.dlx
 	q.mu.Unlock()
 	return QueueMetrics{QueueInfo: q.Info(), Queue: q, HasDeadLetterExchange: hasDLX, DeadLetterExchange: dlx}
+}
+
+// appendQueues appends the vhost's queues, unsorted.
+func (vh *Vhost) appendQueues(dst []*Queue) []*Queue {
+	vh.mu.RLock()
+	defer vh.mu.RUnlock()
+	for _, q := range vh.queues {
+		dst = append(dst, q)
+	}
+	return dst
 }
 
 // appendExchangeMetrics appends the vhost's exchanges, sorted by name. The

@@ -509,14 +509,20 @@ func (s *Server) Vhosts() []*Vhost {
 // Connections returns snapshots of the connections past their handshake,
 // ordered by id.
 func (s *Server) Connections() []ConnInfo {
+	// Info formats addresses: done after s.mu, which connections opening
+	// and closing wait for, is released.
 	s.mu.RLock()
-	out := make([]ConnInfo, 0, len(s.conns))
+	conns := make([]*conn, 0, len(s.conns))
 	for _, c := range s.conns {
 		if c.isRunning() {
-			out = append(out, c.Info())
+			conns = append(conns, c)
 		}
 	}
 	s.mu.RUnlock()
+	out := make([]ConnInfo, len(conns))
+	for i, c := range conns {
+		out[i] = c.Info()
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }

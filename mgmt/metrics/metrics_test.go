@@ -154,7 +154,7 @@ func TestMetricsHTTP(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("Content-Type %q, want text/plain", ct)
 	}
-	for _, path := range []string{"/", "/metrics/detailed", "/api/overview"} {
+	for _, path := range []string{"/", "/metrics/bogus", "/api/overview"} {
 		resp, err := e.client.Get(e.base + path)
 		if err != nil {
 			t.Fatal(err)

@@ -25,6 +25,12 @@ type tally struct {
 	// start.
 	vhosts map[string]server.MessageCounters
 	tot    totals
+
+	// spare* are the previous scrape's maps, cleared and refilled by the
+	// next fold instead of allocating maps as large as the node anew.
+	spareQueues    map[*server.Queue]queueCounts
+	spareExchanges map[*server.Exchange]uint64
+	spareConns     map[uint64]connCounts
 }
 
 // queueCounts are one queue's counters as last seen.
@@ -79,7 +85,7 @@ func gain(cur, last uint64) uint64 {
 // foldLocked adds each live object's gains to the totals and forgets objects
 // that are gone, so the maps hold only live objects.
 func (t *tally) foldLocked(snap *server.MetricsSnapshot) {
-	queues := make(map[*server.Queue]queueCounts, len(snap.Queues))
+	queues := reuse(t.spareQueues, len(snap.Queues))
 	for i := range snap.Queues {
 		q := &snap.Queues[i]
 		cur := queueCounts{published: q.Published, expired: q.Expired, maxlen: q.Dropped}
@@ -93,17 +99,17 @@ func (t *tally) foldLocked(snap *server.MetricsSnapshot) {
 		t.tot.maxlen[strategy] += gain(cur.maxlen, last.maxlen)
 		queues[q.Queue] = cur
 	}
-	t.queues = queues
+	t.queues, t.spareQueues = queues, t.queues
 
-	exchanges := make(map[*server.Exchange]uint64, len(snap.Exchanges))
+	exchanges := reuse(t.spareExchanges, len(snap.Exchanges))
 	for i := range snap.Exchanges {
 		x := &snap.Exchanges[i]
 		t.tot.routed += gain(x.PublishOut, t.exchanges[x.Exchange])
 		exchanges[x.Exchange] = x.PublishOut
 	}
-	t.exchanges = exchanges
+	t.exchanges, t.spareExchanges = exchanges, t.exchanges
 
-	conns := make(map[uint64]connCounts, len(snap.Connections))
+	conns := reuse(t.spareConns, len(snap.Connections))
 	for i := range snap.Connections {
 		c := &snap.Connections[i]
 		last := t.conns[c.ID]
@@ -111,7 +117,7 @@ func (t *tally) foldLocked(snap *server.MetricsSnapshot) {
 		t.tot.sendBytes += gain(c.SendOct, last.send)
 		conns[c.ID] = connCounts{recv: c.RecvOct, send: c.SendOct}
 	}
-	t.conns = conns
+	t.conns, t.spareConns = conns, t.conns
 
 	vhosts := make(map[string]server.MessageCounters, len(snap.Messages))
 	for name, cur := range snap.Messages {
@@ -135,4 +141,16 @@ func addGains(tot *server.MessageCounters, cur, last server.MessageCounters) {
 	tot.GetEmpty += gain(cur.GetEmpty, last.GetEmpty)
 	tot.Redeliver += gain(cur.Redeliver, last.Redeliver)
 	tot.Ack += gain(cur.Ack, last.Ack)
+}
+
+// reuse returns m emptied, or a new map for n entries when m is nil. A map
+// keeps its buckets when cleared, so it stays as large as the most objects
+// the node has had; one far larger than needed (4n) is dropped so that memory
+// returns after a mass deletion.
+func reuse[K comparable, V any](m map[K]V, n int) map[K]V {
+	if m == nil || len(m) > 4*n+64 {
+		return make(map[K]V, n)
+	}
+	clear(m)
+	return m
 }
