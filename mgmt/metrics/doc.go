@@ -3,11 +3,21 @@
 // RabbitMQ's Grafana dashboards (RabbitMQ-Overview and friends) and Datadog's
 // OpenMetrics check work against Warren unchanged.
 //
-// Handler serves two endpoints, as RabbitMQ does on port 15692:
+// Handler serves three endpoints, as RabbitMQ does on port 15692:
 //
 //	/metrics             aggregated: one series per family, no per-object labels
 //	/metrics/per-object  one series per queue ({vhost, queue}) and per
 //	                     connection ({channel}, RabbitMQ's label key)
+//	/metrics/detailed    rabbitmq_detailed_* series of the groups named by
+//	                     family= (connection_churn_metrics, queue_coarse_metrics,
+//	                     queue_consumer_count, queue_metrics, channel_metrics,
+//	                     connection_coarse_metrics, connection_metrics), the
+//	                     queue groups filtered by vhost= (detailed.go)
+//
+// Names, types and HELP texts are RabbitMQ 3.10.8's (testdata/rabbitmq-3.10.8
+// holds its scrapes, which the tests compare with), and every query of
+// RabbitMQ's RabbitMQ-Overview Grafana dashboard (testdata/grafana) returns
+// data from a real Prometheus scraping Warren (prometheus_test.go).
 //
 // Exporter runs Handler on its own listener (default :15692, IPv4 and IPv6).
 //
@@ -27,7 +37,11 @@
 //     previous scrape (see tally). Per-object counters are the objects' own
 //     and restart at zero when an object is deleted and declared again.
 //   - Scrapes are serialised with each other (one tally lock); they never
-//     block the broker beyond the per-object locks MetricsSnapshot takes.
+//     block the broker beyond the per-object locks MetricsSnapshot takes (a
+//     vhost's read lock while its queue pointers are copied, then each
+//     queue's lock in turn). An aggregated scrape of 10,000 queues and 1,000
+//     connections costs about 20-35 ms and 3 MB
+//     (BenchmarkScrapeAggregated10kQueues1kConns).
 //
 // Caveats:
 //   - Node-wide counters summed from queues, exchanges and connections
@@ -38,13 +52,31 @@
 //     channels' counts. The first scrape after start reports everything the
 //     live objects counted before it.
 //   - Families RabbitMQ has and Warren's server does not count yet are left
-//     out rather than emitted as zero: rabbitmq_global_messages_received_confirm_total,
-//     rabbitmq_global_publishers, rabbitmq_connections_closed_total,
-//     rabbitmq_channels_opened_total/_closed_total, rabbitmq_queues_declared/
-//     created/deleted_total, rabbitmq_global_messages_dead_lettered_rejected_total
-//     and _delivery_limit_total, rabbitmq_disk_space_available_limit_bytes, the
+//     out rather than emitted as zero: rabbitmq_global_publishers,
+//     rabbitmq_global_messages_dead_lettered_rejected_total and
+//     _delivery_limit_total, rabbitmq_disk_space_available_limit_bytes, the
 //     disk and file-descriptor alarms, the message-size histogram, auth
-//     attempts, per-channel families and /metrics/detailed.
+//     attempts, the transaction gauges of channel_metrics
+//     (channel_messages_uncommitted, channel_acks_uncommitted), Erlang's
+//     reductions and the io_*, raft_* and schema_db_* families; in
+//     /metrics/detailed the groups channel_exchange_metrics,
+//     channel_queue_metrics and channel_queue_exchange_metrics (Warren counts
+//     per channel, not per channel and exchange or queue), node_*,
+//     ra_metrics, auth_attempt_* and the rabbitmq_cluster_* groups.
+//   - The aggregated channel families (rabbitmq_channel_messages_*_total,
+//     rabbitmq_channel_get_*_total) keep closed channels' counts and never go
+//     down; RabbitMQ's drop when its stats GC removes a closed channel's rows.
+//     The channel gauges (rabbitmq_channel_consumers, _messages_unacked,
+//     _messages_unconfirmed) are read at the scrape, not every 5 s as
+//     RabbitMQ's stats emission does.
+//   - The churn counters count from the broker's start:
+//     rabbitmq_connections_closed_total counts every accepted TCP connection
+//     that ended (as _opened_total counts every accepted one);
+//     rabbitmq_queues_declared_total counts non-passive declares, refused
+//     ones included, as RabbitMQ 3.10 does.
+//   - /metrics/detailed labels a channel row by its name ("peer -> local
+//     (n)", as the management API shows it) where RabbitMQ uses the channel
+//     process id.
 //   - rabbitmq_connections_opened_total counts accepted TCP connections,
 //     including those that never finish the AMQP handshake.
 //   - rabbitmq_global_messages_dead_lettered_expired_total and _maxlen_total
