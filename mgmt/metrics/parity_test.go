@@ -8,6 +8,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/server"
 )
 
 // referenceScrape parses a scrape of RabbitMQ 3.10.8's rabbitmq_prometheus
@@ -217,4 +220,33 @@ func getOne(t testing.TB, ch *amqp091.Channel, queue string, noAck, want bool) {
 	if ok != want {
 		t.Fatalf("basic.get on %s: got a message %v, want %v", queue, ok, want)
 	}
+}
+
+// Queues declared through the API count as declared and created, and queues
+// removed by x-expires or with their vhost as deleted; RabbitMQ 3.10.8's
+// counters moved the same way for the same steps (management API declares,
+// a 300 ms x-expires, a vhost deletion).
+func TestMetricsQueueChurnOutsideAMQP(t *testing.T) {
+	e := startEnv(t)
+	if _, err := e.srv.PutVhost("churn-vhost", server.VhostMeta{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.DeclareQueue("churn-vhost", server.QueueSpec{Name: "vq"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.DeclareQueue("/", server.QueueSpec{Name: "expq", Arguments: amqp.Table{"x-expires": int32(300)}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "/metrics", allOf(
+		expect{"rabbitmq_queues_declared_total", nil, 2}, expect{"rabbitmq_queues_created_total", nil, 2},
+		expect{"rabbitmq_queues_deleted_total", nil, 0},
+	))
+	e.waitFor(t, "/metrics", allOf(expect{"rabbitmq_queues_deleted_total", nil, 1})) // x-expires
+	if err := e.srv.DeleteVhost("churn-vhost"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "/metrics", allOf(
+		expect{"rabbitmq_queues_deleted_total", nil, 2}, expect{"rabbitmq_queues_created_total", nil, 2},
+		expect{"rabbitmq_queues", nil, 0},
+	))
 }
