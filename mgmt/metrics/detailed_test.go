@@ -9,8 +9,8 @@ import (
 )
 
 // The families of every group /metrics/detailed serves match RabbitMQ
-// 3.10.8's (testdata/rabbitmq-3.10.8/metrics-detailed.txt asked for the same
-// groups) in type, HELP text and labels.
+// 3.10.8's (testdata/rabbitmq-3.10.8/metrics-detailed*.txt, the same groups
+// asked for) in type, HELP text and labels.
 func TestMetricsDetailedMatchRabbitMQ(t *testing.T) {
 	e := startEnv(t)
 	_, ch := e.channel(t)
@@ -34,7 +34,11 @@ func TestMetricsDetailedMatchRabbitMQ(t *testing.T) {
 	}
 	checkParity(t, got, referenceScrape(t, "metrics-detailed.txt"), want)
 	got = e.scrape(t, "/metrics/detailed?family=queue_metrics")
-	checkParity(t, got, referenceScrape(t, "metrics-detailed.txt"), []string{"rabbitmq_detailed_queue_messages_ready_bytes"})
+	want = nil
+	for _, d := range queueMetricsDefs {
+		want = append(want, detailedPrefix+d.name)
+	}
+	checkParity(t, got, referenceScrape(t, "metrics-detailed-queue_metrics.txt"), want)
 }
 
 func TestMetricsDetailedFamiliesAndVhosts(t *testing.T) {

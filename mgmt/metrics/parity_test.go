@@ -14,7 +14,10 @@ import (
 )
 
 // referenceScrape parses a scrape of RabbitMQ 3.10.8's rabbitmq_prometheus
-// kept in testdata (taken from a node with the plugin enabled, no traffic).
+// kept in testdata: metrics.txt of /metrics on an idle node,
+// metrics-detailed*.txt of /metrics/detailed with a connection, three
+// channels, two consumers and a queue (the traffic of
+// TestMetricsChurnAndChannelCounters).
 func referenceScrape(t *testing.T, name string) families {
 	t.Helper()
 	f, err := os.Open("testdata/rabbitmq-3.10.8/" + name)
@@ -60,6 +63,9 @@ func checkParity(t *testing.T, got, want families, mustHave []string) {
 	for _, name := range mustHave {
 		if got[name] == nil {
 			t.Errorf("%s missing", name)
+		}
+		if want[name] == nil {
+			t.Errorf("%s is not in RabbitMQ's scrape to compare with", name)
 		}
 	}
 }
