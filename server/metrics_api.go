@@ -33,6 +33,10 @@ type MetricsSnapshot struct {
 	MemoryHighWatermark uint64
 	// MemoryAlarm reports whether the memory alarm is raised.
 	MemoryAlarm bool
+	// DiskFreeLimit is the disk-free alarm threshold in bytes; 0 means the
+	// alarm is off. DiskAlarm reports whether it is raised.
+	DiskFreeLimit uint64
+	DiskAlarm     bool
 	// Queues are all queues of all vhosts, in no particular order (sorting
 	// 10,000 names would cost a scrape more than copying them; the
 	// exposition is sorted by the Prometheus client anyway).
@@ -96,6 +100,8 @@ func (s *Server) MetricsSnapshot() MetricsSnapshot {
 		MemoryUsed:          MemoryUsed(),
 		MemoryHighWatermark: s.watermark.Load(),
 		MemoryAlarm:         s.MemoryAlarm(),
+		DiskFreeLimit:       s.diskLimit.Load(),
+		DiskAlarm:           s.DiskAlarm(),
 	}
 	var queues []*Queue
 	for _, vh := range s.Vhosts() {

@@ -51,6 +51,7 @@ type descs struct {
 	churn, channel, channelExchange, channelQueue []*prometheus.Desc
 
 	residentMemory, memoryLimit, memoryAlarm *prometheus.Desc
+	diskLimit, diskAlarm                     *prometheus.Desc
 	diskAvailable, openFDs, maxFDs           *prometheus.Desc
 	openSockets, maxSockets                  *prometheus.Desc
 
@@ -100,6 +101,8 @@ func newDescs(e endpoint) *descs {
 		residentMemory: d("process_resident_memory_bytes", "Memory used in bytes", nil),
 		memoryLimit:    d("resident_memory_limit_bytes", "Memory high watermark in bytes", nil),
 		memoryAlarm:    d("alarms_memory_used_watermark", "is 1 if VM memory watermark alarm is in effect", nil),
+		diskLimit:      d("disk_space_available_limit_bytes", "Free disk space low watermark in bytes", nil),
+		diskAlarm:      d("alarms_free_disk_space_watermark", "is 1 if free disk space watermark alarm is in effect", nil),
 		diskAvailable:  d("disk_space_available_bytes", "Disk space available in bytes", nil),
 		openFDs:        d("process_open_fds", "Open file descriptors", nil),
 		maxFDs:         d("process_max_fds", "Open file descriptors limit", nil),
@@ -156,7 +159,7 @@ func newDescs(e endpoint) *descs {
 func (ds *descs) all() []*prometheus.Desc {
 	out := []*prometheus.Desc{
 		ds.identity, ds.build, ds.connections, ds.channels, ds.consumers, ds.queues,
-		ds.residentMemory, ds.memoryLimit, ds.memoryAlarm, ds.diskAvailable, ds.openFDs, ds.maxFDs,
+		ds.residentMemory, ds.memoryLimit, ds.memoryAlarm, ds.diskLimit, ds.diskAlarm, ds.diskAvailable, ds.openFDs, ds.maxFDs,
 		ds.openSockets, ds.maxSockets,
 		ds.queueReady, ds.queueUnacked, ds.queueMessages, ds.queueReadyBytes, ds.queueConsumers, ds.queuePub,
 		ds.queueReadyRAM, ds.queuePagedOut,
@@ -278,6 +281,16 @@ func (c *collector) collectNode(e emitter, snap *server.MetricsSnapshot) {
 		alarm = 1
 	}
 	e.untyped(ds.memoryAlarm, alarm)
+	if snap.DiskFreeLimit > 0 {
+		// As for memory: no limit, no series (the alerts predict free space
+		// reaching it).
+		e.gauge(ds.diskLimit, float64(snap.DiskFreeLimit))
+	}
+	alarm = 0
+	if snap.DiskAlarm {
+		alarm = 1
+	}
+	e.untyped(ds.diskAlarm, alarm)
 
 	stat := func(desc *prometheus.Desc, v uint64, err error) {
 		switch {

@@ -54,8 +54,8 @@
 //   - Families RabbitMQ has and Warren's server does not count yet are left
 //     out rather than emitted as zero: rabbitmq_global_publishers,
 //     rabbitmq_global_messages_dead_lettered_rejected_total and
-//     _delivery_limit_total, rabbitmq_disk_space_available_limit_bytes, the
-//     disk and file-descriptor alarms, the message-size histogram, auth
+//     _delivery_limit_total, the file-descriptor alarm, the message-size
+//     histogram, auth
 //     attempts, the transaction gauges of channel_metrics
 //     (channel_messages_uncommitted, channel_acks_uncommitted), Erlang's
 //     reductions and the io_*, raft_* and schema_db_* families; in

@@ -506,6 +506,24 @@ func TestMetricsMemoryAlarm(t *testing.T) {
 	))
 }
 
+func TestMetricsDiskAlarm(t *testing.T) {
+	e := startEnv(t)
+	e.srv.SetDiskFreeLimit(0) // off
+	if f := e.scrape(t, "/metrics"); f["rabbitmq_disk_space_available_limit_bytes"] != nil {
+		t.Error("rabbitmq_disk_space_available_limit_bytes present with the disk alarm off")
+	}
+	e.srv.SetDiskFreeLimit(1 << 62) // more than any disk has free
+	e.waitFor(t, "/metrics", allOf(
+		expect{"rabbitmq_alarms_free_disk_space_watermark", nil, 1},
+		expect{"rabbitmq_disk_space_available_limit_bytes", nil, 1 << 62},
+	))
+	e.srv.SetDiskFreeLimit(1)
+	e.waitFor(t, "/metrics", allOf(
+		expect{"rabbitmq_alarms_free_disk_space_watermark", nil, 0},
+		expect{"rabbitmq_disk_space_available_limit_bytes", nil, 1},
+	))
+}
+
 func TestExporterLifecycle(t *testing.T) {
 	scfg := server.DefaultConfig()
 	scfg.AMQPListen = "127.0.0.1:0"

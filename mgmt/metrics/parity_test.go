@@ -82,10 +82,13 @@ var issueSeries = []string{
 	"rabbitmq_queues_deleted_total", "rabbitmq_channels_opened_total", "rabbitmq_channels_closed_total",
 	"rabbitmq_connections_closed_total", "rabbitmq_connections_opened_total",
 	"rabbitmq_global_messages_received_confirm_total",
+	// The cluster operator's cluster-alarms and low-disk-watermark-predicted
+	// alerts.
+	"rabbitmq_alarms_free_disk_space_watermark", "rabbitmq_disk_space_available_limit_bytes",
 }
 
 func TestMetricsMatchRabbitMQFamilies(t *testing.T) {
-	e := startEnv(t)
+	e := startEnv(t, func(c *server.Config, _ *Config) { c.DiskFreeLimit = 1 })
 	checkParity(t, e.scrape(t, "/metrics"), referenceScrape(t, "metrics.txt"), issueSeries)
 }
 
