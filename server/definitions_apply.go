@@ -303,8 +303,11 @@ func (s *Server) importQueue(q QueueDefinition, u *importUndo) error {
 	if vh == nil || vh.queue(q.Name) != nil {
 		return nil
 	}
-	if _, err := vh.declareQueueAdmin(q.QueueSpec); err != nil {
-		return err
+	// Not through declareQueueAdmin: an import declares without counting in
+	// rabbitmq_queues_declared/created_total, as RabbitMQ's import does.
+	m := &amqp.QueueDeclare{Queue: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Arguments: q.Arguments}
+	if _, _, aerr := vh.applyQueueDeclare(nil, m, q.Name); aerr != nil {
+		return aerr
 	}
 	u.queues[defKey(q.Vhost, q.Name)] = true
 	u.add(func() error { _, err := vh.deleteQueue(nil, q.Name, false, false); return amqpErr(err) })

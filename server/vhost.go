@@ -337,22 +337,35 @@ func serverQueueName(m *amqp.QueueDeclare) (string, *amqp.Error) {
 // access, reserved names) are made here; the apply decides the rest and
 // creates the queue's files outside Vhost.mu (prepareDeclareQueue).
 func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (*Queue, *amqp.Error) {
+	// Counted as RabbitMQ's channel counts them: every non-passive declare
+	// (refused ones too), and those that created the queue. Definitions
+	// imports call applyQueueDeclare and count in neither, as in RabbitMQ.
 	if !m.Passive {
 		vh.countQueue(queuesDeclared)
 	}
-	q := vh.queue(name)
+	q, created, err := vh.applyQueueDeclare(c, m, name)
+	if created {
+		vh.countQueue(queuesCreated)
+	}
+	return q, err
+}
+
+// applyQueueDeclare is declareQueueNamed without the counting; created
+// reports whether it made the queue.
+func (vh *Vhost) applyQueueDeclare(c *conn, m *amqp.QueueDeclare, name string) (q *Queue, created bool, aerr *amqp.Error) {
+	q = vh.queue(name)
 	if m.Passive {
 		if q == nil {
-			return nil, amqp.NewError(amqp.NotFound, methodQueueDeclare, "no %s", describeQueue(name, vh.name))
+			return nil, false, amqp.NewError(amqp.NotFound, methodQueueDeclare, "no %s", describeQueue(name, vh.name))
 		}
-		return q, checkExclusive(c, q, methodQueueDeclare)
+		return q, false, checkExclusive(c, q, methodQueueDeclare)
 	}
 	if q != nil {
 		if err := checkExclusive(c, q, methodQueueDeclare); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	} else if strings.HasPrefix(name, "amq.") && m.Queue != "" {
-		return nil, amqp.NewError(amqp.AccessRefused, methodQueueDeclare, "queue name '%s' contains reserved prefix 'amq.*'", name)
+		return nil, false, amqp.NewError(amqp.AccessRefused, methodQueueDeclare, "queue name '%s' contains reserved prefix 'amq.*'", name)
 	}
 	cmd := DeclareQueue{Vhost: vh.name, Name: name, Durable: m.Durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete,
 		Arguments: tableBytes(m.Arguments), Node: vh.srv.cfg.NodeName}
@@ -361,16 +374,16 @@ func (vh *Vhost) declareQueueNamed(c *conn, m *amqp.QueueDeclare, name string) (
 	}
 	v, err := vh.srv.applyValue(cmd)
 	if err != nil {
-		return nil, asAMQP(err, methodQueueDeclare)
+		return nil, false, asAMQP(err, methodQueueDeclare)
 	}
 	if nq, ok := v.(*Queue); ok {
-		return nq, nil
+		return nq, true, nil
 	}
 	// An equivalent redeclare: the queue as it is now.
 	if q = vh.queue(name); q == nil {
-		return nil, amqp.NewError(amqp.NotFound, methodQueueDeclare, "no %s", describeQueue(name, vh.name))
+		return nil, false, amqp.NewError(amqp.NotFound, methodQueueDeclare, "no %s", describeQueue(name, vh.name))
 	}
-	return q, nil
+	return q, false, nil
 }
 
 // waitIdleLocked waits, releasing vh.mu meanwhile, until no declare or
@@ -403,7 +416,6 @@ func (vh *Vhost) reserveLocked(name string, declaring bool) func() {
 // installQueueLocked makes a created queue visible.
 func (vh *Vhost) installQueueLocked(q *Queue) {
 	vh.queues[q.name] = q
-	vh.countQueue(queuesCreated)
 	if q.owner != nil {
 		q.owner.addExclusive(q)
 	}

@@ -231,10 +231,11 @@ func getOne(t testing.TB, ch *amqp091.Channel, queue string, noAck, want bool) {
 	}
 }
 
-// Queues declared through the API count as declared and created, and queues
-// removed by x-expires or with their vhost as deleted; RabbitMQ 3.10.8's
-// counters moved the same way for the same steps (management API declares,
-// a 300 ms x-expires, a vhost deletion).
+// Queues declared through the API count as declared and created, queues
+// imported from definitions as neither, and queues removed by x-expires or
+// with their vhost as deleted; RabbitMQ 3.10.8's counters moved the same way
+// for the same steps (management API declares, a 300 ms x-expires, a POST
+// /api/definitions of two queues, vhost deletions).
 func TestMetricsQueueChurnOutsideAMQP(t *testing.T) {
 	e := startEnv(t)
 	if _, err := e.srv.PutVhost("churn-vhost", server.VhostMeta{}); err != nil {
@@ -257,5 +258,23 @@ func TestMetricsQueueChurnOutsideAMQP(t *testing.T) {
 	e.waitFor(t, "/metrics", allOf(
 		expect{"rabbitmq_queues_deleted_total", nil, 2}, expect{"rabbitmq_queues_created_total", nil, 2},
 		expect{"rabbitmq_queues", nil, 0},
+	))
+	defs := server.Definitions{
+		Vhosts: []server.VhostDefinition{{Name: "imported"}},
+		Queues: []server.QueueDefinition{
+			{Vhost: "imported", QueueSpec: server.QueueSpec{Name: "dq1", Durable: true}},
+			{Vhost: "imported", QueueSpec: server.QueueSpec{Name: "dq2"}},
+		},
+	}
+	if err := e.srv.ImportDefinitions(defs, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "/metrics", allOf(expect{"rabbitmq_queues", nil, 2}))
+	if err := e.srv.DeleteVhost("imported"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "/metrics", allOf(
+		expect{"rabbitmq_queues_declared_total", nil, 2}, expect{"rabbitmq_queues_created_total", nil, 2},
+		expect{"rabbitmq_queues_deleted_total", nil, 4}, expect{"rabbitmq_queues", nil, 0},
 	))
 }
