@@ -22,9 +22,10 @@ type ChurnCounters struct {
 	// ChannelsOpened and ChannelsClosed count channel.open accepted and
 	// channels gone for any reason (close, channel error, connection end).
 	ChannelsOpened, ChannelsClosed uint64
-	// QueuesDeclared counts non-passive declares (AMQP or API) past the
-	// permission check, answered or refused, as RabbitMQ counts them;
-	// QueuesCreated those that created a queue; QueuesDeleted every queue
+	// QueuesDeclared counts non-passive declares (AMQP or API, not
+	// definitions imports) past the permission check, answered or refused,
+	// as RabbitMQ counts them; QueuesCreated those that created a queue;
+	// QueuesDeleted every queue
 	// removed (delete, auto-delete, exclusive owner gone, x-expires, vhost
 	// deleted).
 	QueuesDeclared, QueuesCreated, QueuesDeleted uint64
