@@ -52,6 +52,9 @@ func (e *Error) Error() string { return e.ReplyText() }
 // It is cut to the 255 bytes a short string allows, at a character boundary
 // because clients decode the text as UTF-8.
 func (e *Error) ReplyText() string {
+	if e.Text == "" {
+		return CodeName(e.Code) // as RabbitMQ answers a crash: "INTERNAL_ERROR"
+	}
 	s := CodeName(e.Code) + " - " + e.Text
 	if len(s) > 255 {
 		n := 255

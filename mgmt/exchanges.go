@@ -27,6 +27,10 @@ func (a *API) exchangeJSON(ex *server.Exchange, q sampleQuery) map[string]any {
 	if info.Policy != "" {
 		m["policy"] = info.Policy
 	}
+	if ex.IsDelayed() {
+		// As the delayed-message plugin's info/2 adds it to its exchanges.
+		m["messages_delayed"] = ex.MessagesDelayed()
+	}
 	d := a.stats.exchangeDetails(ex, q)
 	if ms := messageStats(exchangeMetrics, []uint64{info.PublishIn, info.PublishOut}, d, [][]string{exchangeGroup}); len(ms) > 0 {
 		m["message_stats"] = ms

@@ -36,6 +36,9 @@ func (s *Server) Publish(vhost string, p Publishing) (routed bool, err error) {
 	stats := MessageCounters{Publish: 1}
 	defer func() { s.admin.account(vhost, stats) }()
 	res := vh.publish(&publishing{r: newRouter(), ex: ex, m: m, ttl: m.ttl, srv: s})
+	if res.fault != nil {
+		return false, res.fault
+	}
 	if res.duplicate {
 		return false, nil
 	}

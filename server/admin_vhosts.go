@@ -164,6 +164,7 @@ func (vh *Vhost) dropTopology() {
 // removeVhostFiles stops a deleted vhost's message stores and removes its
 // files.
 func (s *Server) removeVhostFiles(vh *Vhost) error {
+	vh.delays.stop() // before the stores it fires from close
 	// The transient store lives inside the vhost's directory, removed below.
 	if tr := vh.transient; tr != nil {
 		tr.stop()

@@ -94,7 +94,7 @@ func exchangeEquivalent(ex *Exchange, c DeclareExchange, args amqp.Table) *amqp.
 	what := describeExchange(ex.name, ex.vhost.name)
 	if ex.kind != c.Type {
 		return amqp.NewError(amqp.PreconditionFailed, methodExchangeDeclare,
-			"inequivalent arg 'type' for %s: received '%s' but current is '%s'", what, c.Type, ex.kind)
+			"inequivalent arg 'type' for %s: received '%s' but current is '%s'", what, c.Type, erlangAtom(ex.kind))
 	}
 	if err := equivalentBool(methodExchangeDeclare, what, "durable", c.Durable, ex.durable); err != nil {
 		return err

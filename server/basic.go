@@ -97,14 +97,14 @@ func (ch *channel) completePublish() *amqp.Error {
 		ch.tx.publishes = append(ch.tx.publishes, txPublish{ex: ex, msg: m, mandatory: mandatory})
 		return nil
 	}
-	ch.route(ex, m, mandatory)
-	return nil
+	return ch.route(ex, m, mandatory)
 }
 
 // route delivers m to the queues ex routes it to (and to a direct reply-to
 // consumer), returns it when mandatory and unroutable, and confirms it in
-// confirm mode: nack when a queue refused it at its length limit.
-func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
+// confirm mode: nack when a queue refused it at its length limit. An error
+// is one the connection closes with (an x-delay RabbitMQ crashes on).
+func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) *amqp.Error {
 	ch.stats.publish.inc()
 	var seq uint64
 	if ch.confirm {
@@ -115,11 +115,14 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	p := publishing{r: ch.router, ex: ex, m: m, ttl: m.ttl, srv: ch.conn.srv, batch: ch}
 	res := ch.conn.vhost.publish(&p)
 	clear(ch.router.queues)
+	if res.fault != nil {
+		return res.fault
+	}
 	if res.duplicate { // confirmed but not enqueued
 		if ch.confirm {
 			ch.settleConfirm(seq, true)
 		}
-		return
+		return nil
 	}
 	if res.routed {
 		ex.stats.publishOut.inc()
@@ -130,6 +133,7 @@ func (ch *channel) route(ex *Exchange, m *Message, mandatory bool) {
 	if !res.deferred { // a held publish is confirmed when the batch flushes
 		ch.confirmRouted(seq, &res)
 	}
+	return nil
 }
 
 // confirmRouted settles publish seq (in confirm mode) by what its queues did:

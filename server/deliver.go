@@ -1,6 +1,9 @@
 package server
 
-import "github.com/warrenmq/warren/msgstore"
+import (
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/msgstore"
+)
 
 // publishing is one message on the one publish path, Vhost.publish, and what
 // its caller wants of it: AMQP's basic.publish, the management API's publish
@@ -42,6 +45,9 @@ type routeResult struct {
 	// pending are the destinations still to make it durable (a stream's
 	// append), which a confirm waits for.
 	pending pendingDurables
+	// fault is an error the publish closes the connection with: an x-delay
+	// the delayed-message plugin crashes on (delayed.go).
+	fault *amqp.Error
 }
 
 // add counts what one queue did with the message.
@@ -80,6 +86,13 @@ func (vh *Vhost) publish(p *publishing) routeResult {
 		res.routed = true
 	}
 	queues := p.r.route(p.ex, p.m)
+	if p.r.delayErr != nil {
+		res.fault = p.r.delayErr
+		if p.batch != nil {
+			p.batch.flushStores()
+		}
+		return res
+	}
 	if p.keep != nil {
 		kept := queues[:0]
 		for _, q := range queues {
@@ -91,7 +104,15 @@ func (vh *Vhost) publish(p *publishing) routeResult {
 	}
 	var small [8]bool
 	takes, refs := vh.storedCopies(p.m, queues, small[:0])
-	if p.batch != nil {
+	if len(p.r.delays) > 0 {
+		// Delayed copies are written here, so the store batch, whose
+		// confirm counts only queues, does not hold this publish.
+		if p.batch != nil {
+			p.batch.flushStores()
+		}
+		vh.holdDelayed(p.r.delays, p.m, p.r.delay, &res)
+		clear(p.r.delays)
+	} else if p.batch != nil {
 		if refs > 0 && !res.routed && p.batch.holdForStore(p.m, queues) {
 			// It has queues that will store it, so it counts as routed now.
 			res.routed, res.deferred = true, true

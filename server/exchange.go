@@ -41,6 +41,10 @@ type Exchange struct {
 	internal   bool
 	args       amqp.Table
 
+	// match is the type whose matcher routes: kind, or for x-delayed-message
+	// its x-delayed-type.
+	match string
+
 	mu       sync.RWMutex
 	bindings route.Matcher[destination]
 	// picks is true for the kinds whose matcher is a route.Picker: they route
@@ -54,6 +58,10 @@ type Exchange struct {
 	// policyAlternate is an alternate-exchange set by a policy; the declared
 	// argument wins over it, as in RabbitMQ.
 	policyAlternate atomic.Pointer[string]
+
+	// delay holds the exchange's delayed messages when it delays them
+	// (delayed.go); nil for the other exchanges.
+	delay *delayStore
 
 	// incoming are bindings where this exchange is the destination (guarded by vhost.mu).
 	incoming map[bindingKey]struct{}
@@ -69,20 +77,31 @@ type exchangeStats struct {
 // newExchange makes an exchange of type kind with its binding structure, or
 // refuses an unknown type (503 COMMAND_INVALID) or x-consistent-hash
 // arguments the plugin refuses (406 PRECONDITION_FAILED), as
-// exchange.declare answers them.
+// exchange.declare answers them. An x-delayed-message exchange routes with
+// the structure of its x-delayed-type, checked first with the plugin's errors.
 func newExchange(vh *Vhost, name, kind string, durable, autoDelete, internal bool, args amqp.Table) (*Exchange, *amqp.Error) {
-	m, err := route.New(kind, args, routeTableLess)
+	if kind == kindDelayed {
+		if err := checkDelayedType(args); err != nil {
+			return nil, err
+		}
+	}
+	match, _ := matchKind(kind, args)
+	m, err := route.New(match, args, routeTableLess)
 	switch {
 	case errors.Is(err, route.ErrUnknownKind):
-		return nil, amqp.NewError(amqp.CommandInvalid, methodExchangeDeclare, "unknown exchange type '%s'", kind)
+		return nil, amqp.NewError(amqp.CommandInvalid, methodExchangeDeclare, "unknown exchange type '%s'", match)
 	case err != nil:
 		return nil, amqp.NewError(amqp.PreconditionFailed, methodExchangeDeclare, "%v", err)
 	}
-	return &Exchange{
-		name: name, kind: kind, vhost: vh, durable: durable, autoDelete: autoDelete,
-		internal: internal, args: args, bindings: m, picks: route.IsPickerKind(kind),
+	ex := &Exchange{
+		name: name, kind: kind, match: match, vhost: vh, durable: durable, autoDelete: autoDelete,
+		internal: internal, args: args, bindings: m, picks: route.IsPickerKind(match),
 		incoming: make(map[bindingKey]struct{}),
-	}, nil
+	}
+	if vh != nil && isDelayedExchange(kind, args) {
+		ex.delay = newDelayStore(ex)
+	}
+	return ex, nil
 }
 
 // isDuplicate applies the exchange's x-message-deduplication cache.
@@ -136,6 +155,17 @@ type router struct {
 	headers  amqp.Table
 	needHdrs func() amqp.Table
 	delivery route.Delivery // reused by pick
+
+	// noDelay routes through delaying exchanges as through their
+	// x-delayed-type: set when a delayed message's time has come.
+	noDelay bool
+	// delays are the delaying exchanges that hold the message (delayed.go),
+	// delay its delay (known once delayRead is set), delayErr a delay the
+	// plugin would crash on.
+	delays    []*Exchange
+	delay     int64
+	delayRead bool
+	delayErr  *amqp.Error
 }
 
 func newRouter() *router {
@@ -171,6 +201,7 @@ func (r *router) route(ex *Exchange, m *Message) []*Queue {
 	r.pending = r.pending[:0]
 	r.visited = append(r.visited[:0], ex)
 	r.headers = nil
+	r.delays, r.delayRead, r.delayErr = r.delays[:0], false, nil
 	r.routeOne(ex, m)
 	for len(r.pending) > 0 {
 		next := r.pending[len(r.pending)-1]
@@ -191,11 +222,14 @@ func (r *router) routeOne(ex *Exchange, m *Message) {
 				r.visit(q)
 			}
 		}
+	} else if ex.delay != nil && r.holdsDelayed(ex, m) {
+		// Held for later: no queue now, so an alternate exchange gets
+		// it as when nothing matched (the plugin's route returns []).
 	} else if ex.picks {
 		r.pick(ex, m)
 	} else {
 		var hdrs amqp.Table
-		if ex.kind == kindHeaders {
+		if ex.match == kindHeaders {
 			if p, err := m.Properties(); err == nil { // validated at publish
 				hdrs = p.Headers
 			}
@@ -215,6 +249,23 @@ func (r *router) routeOne(ex *Exchange, m *Message) {
 			}
 		}
 	}
+}
+
+// holdsDelayed reports whether the delaying exchange ex holds m for later
+// (a valid x-delay), and records it in r.delays.
+func (r *router) holdsDelayed(ex *Exchange, m *Message) bool {
+	if r.noDelay {
+		return false
+	}
+	if !r.delayRead {
+		r.delay, r.delayErr = messageDelay(m)
+		r.delayRead = true
+	}
+	if r.delay <= 0 {
+		return false
+	}
+	r.delays = append(r.delays, ex)
+	return true
 }
 
 // pick routes m through an exchange that chooses at most one destination per

@@ -23,10 +23,10 @@ func configureExchange(ex *Exchange, vhost string) *amqp.Error {
 // validateBinding checks a binding from source as source's type does before
 // it is added (RabbitMQ's validate_binding).
 func validateBinding(source *Exchange, dest destination, key string, args amqp.Table) *amqp.Error {
-	if err := validateBindingArgs(source.kind, key, args); err != nil {
+	if err := validateBindingArgs(source.match, key, args); err != nil {
 		return amqp.NewError(amqp.PreconditionFailed, methodQueueBind, "%v", err)
 	}
-	if source.kind == kindLocalRandom {
+	if source.match == kindLocalRandom {
 		q, ok := dest.(*Queue)
 		switch {
 		case !ok:

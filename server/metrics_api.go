@@ -84,6 +84,9 @@ type ExchangeMetrics struct {
 	// PublishOut counts publishes to this exchange that reached at least one
 	// queue (or a direct reply-to consumer).
 	PublishOut uint64
+	// MessagesDelayed is how many messages a delaying exchange holds for
+	// later (delayed.go); -1 for the other exchanges.
+	MessagesDelayed int64
 }
 
 // MetricsSnapshot copies the node's metrics. It takes each lock briefly and
@@ -156,6 +159,7 @@ func (vh *Vhost) appendExchangeMetrics(dst []ExchangeMetrics) []ExchangeMetrics 
 	for i := range added {
 		added[i].PublishIn = added[i].Exchange.stats.publishIn.value()
 		added[i].PublishOut = added[i].Exchange.stats.publishOut.value()
+		added[i].MessagesDelayed = added[i].Exchange.MessagesDelayed()
 	}
 	return dst
 }

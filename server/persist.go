@@ -33,12 +33,12 @@ type vhostStorage struct {
 	files *queueindex.FileCache
 
 	mu    sync.Mutex
-	dirty map[*Queue]struct{}
+	dirty map[indexOwner]struct{}
 	// waiters are the publishes whose confirms wait for the next round; the
 	// round swaps them with spare, so the two slices are reused.
 	waiters []completion
 	spare   []completion
-	synced  map[*Queue]struct{} // flushed since the last timed sync (interval/messages policies)
+	synced  map[indexOwner]struct{} // flushed since the last timed sync (interval/messages policies)
 	// rounds are the tx.commits waiting for the next round (waitRound);
 	// stopped is set before the last round, after which none may wait.
 	rounds  []chan<- error
@@ -92,7 +92,7 @@ func openStorageAt(dir, vhost string, policy msgstore.FlushPolicy, cfg *Config, 
 	}
 	v := &vhostStorage{
 		vhost: vhost, dir: dir, cfg: cfg, policy: policy, log: log, store: store,
-		dirty: make(map[*Queue]struct{}), synced: make(map[*Queue]struct{}),
+		dirty: make(map[indexOwner]struct{}), synced: make(map[indexOwner]struct{}),
 		kick: make(chan struct{}, 1), quit: make(chan struct{}),
 	}
 	v.wg.Add(1)
@@ -112,18 +112,37 @@ func (v *vhostStorage) streamDir(queue string) string {
 
 // openIndex opens the index of a durable queue.
 func (v *vhostStorage) openIndex(queue string) (*queueindex.Index, queueindex.Recovered, error) {
+	return v.openIndexAt(v.queueDir(queue), queue)
+}
+
+// openIndexAt opens a queue index in dir, which belongs to name; an empty
+// name opens an existing directory whatever it belongs to.
+func (v *vhostStorage) openIndexAt(dir, name string) (*queueindex.Index, queueindex.Recovered, error) {
 	cfg := queueindex.DefaultConfig()
-	cfg.Dir = v.queueDir(queue)
+	cfg.Dir = dir
 	cfg.Sync = v.policy == msgstore.FlushFsync
 	cfg.Logger = v.log
 	cfg.Files = v.files // the data directory is locked (meta.db, msgstore): no per-queue lock needed
-	if err := makeNamedDir(cfg.Dir, queue); err != nil {
-		return nil, queueindex.Recovered{}, err
+	if name != "" {
+		if err := makeNamedDir(cfg.Dir, name); err != nil {
+			return nil, queueindex.Recovered{}, err
+		}
 	}
 	return queueindex.Open(cfg)
 }
 
-func (v *vhostStorage) markDirty(q *Queue) {
+// indexOwner is what keeps a queue index whose changes a commit round
+// flushes: a durable queue, or a delaying exchange (delay_store.go).
+type indexOwner interface {
+	// flushIndex writes the index's pending changes.
+	flushIndex() error
+	// syncIndex fsyncs what flushIndex wrote (interval and messages policies).
+	syncIndex() error
+	// indexName names the owner in logs.
+	indexName() string
+}
+
+func (v *vhostStorage) markDirty(q indexOwner) {
 	v.mu.Lock()
 	v.dirty[q] = struct{}{}
 	v.mu.Unlock()
@@ -204,7 +223,7 @@ var (
 func (v *vhostStorage) round() {
 	v.mu.Lock()
 	dirty, waiters, rounds := v.dirty, v.waiters, v.rounds
-	v.dirty = make(map[*Queue]struct{}, len(dirty))
+	v.dirty = make(map[indexOwner]struct{}, len(dirty))
 	v.waiters, v.spare, v.rounds = v.spare[:0], nil, nil
 	v.mu.Unlock()
 	if len(dirty) == 0 && len(waiters) == 0 && len(rounds) == 0 {
@@ -227,7 +246,7 @@ func (v *vhostStorage) round() {
 }
 
 // commit syncs the store (fsync policy) and flushes the dirty indexes.
-func (v *vhostStorage) commit(dirty map[*Queue]struct{}) error {
+func (v *vhostStorage) commit(dirty map[indexOwner]struct{}) error {
 	var err error
 	if v.policy == msgstore.FlushFsync {
 		err = v.store.Sync()
@@ -262,14 +281,11 @@ func (v *vhostStorage) putSpare(s []completion) {
 func (v *vhostStorage) syncIndexes() {
 	v.mu.Lock()
 	qs := v.synced
-	v.synced = make(map[*Queue]struct{})
+	v.synced = make(map[indexOwner]struct{})
 	v.mu.Unlock()
 	for q := range qs {
-		if q.index == nil {
-			continue
-		}
-		if err := q.index.Sync(); err != nil && !errors.Is(err, queueindex.ErrClosed) {
-			v.log.Error("syncing queue index", "queue", q.name, "err", err)
+		if err := q.syncIndex(); err != nil && !errors.Is(err, queueindex.ErrClosed) {
+			v.log.Error("syncing queue index", "queue", q.indexName(), "err", err)
 		}
 	}
 }
@@ -305,7 +321,7 @@ func (v *vhostStorage) put(m *Message, refs int) (msgstore.Loc, error) {
 
 // rebuildRefs feeds the store every location the vhost's queue indexes still
 // hold, after a crash left the store without its reference counts.
-func (v *vhostStorage) rebuildRefs(queues []*Queue) error {
+func (v *vhostStorage) rebuildRefs(queues []*Queue, delayed []*queueindex.Index) error {
 	if !v.store.NeedsRefRebuild() {
 		return nil
 	}
@@ -322,6 +338,14 @@ func (v *vhostStorage) rebuildRefs(queues []*Queue) error {
 				iterErr = errors.Join(iterErr, fmt.Errorf("queue %q: %w", q.name, err))
 			}
 		}
+		for _, ix := range delayed {
+			err := ix.ForEach(func(_ uint64, e queueindex.Entry) bool {
+				return yield(msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size})
+			})
+			if err != nil {
+				iterErr = errors.Join(iterErr, fmt.Errorf("delayed messages: %w", err))
+			}
+		}
 	})
 	if err != nil {
 		return err
@@ -336,6 +360,7 @@ func (v *vhostStorage) rebuildRefs(queues []*Queue) error {
 // next start reads no message bodies and scans no segments.
 func (s *Server) shutdownStorage() {
 	for _, vh := range s.Vhosts() {
+		vh.delays.stop() // no firing may touch a store that is closing
 		for _, q := range vh.Queues() {
 			q.stopTimers() // no expiry may touch a store that is closing
 		}
@@ -346,6 +371,7 @@ func (s *Server) shutdownStorage() {
 		if vh.transient != nil {
 			vh.transient.stop()
 		}
+		vh.closeDelayIndexes()
 		for _, q := range vh.Queues() {
 			q.mu.Lock()
 			q.closeIndexLocked(!isDurable(q)) // transient indexes go with their store
@@ -373,7 +399,10 @@ func (s *Server) recoverStorage(started time.Time) error {
 			continue
 		}
 		queues := vh.Queues()
-		if err := vh.storage.rebuildRefs(queues); err != nil {
+		if err := vh.recoverDelayed(); err != nil {
+			return fmt.Errorf("vhost %q: %w", vh.name, err)
+		}
+		if err := vh.storage.rebuildRefs(queues, vh.delayIndexes()); err != nil {
 			return fmt.Errorf("vhost %q: %w", vh.name, err)
 		}
 		var msgs, bytes int

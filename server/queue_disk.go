@@ -196,6 +196,17 @@ func (q *Queue) flushIndex() error {
 	return err
 }
 
+// syncIndex fsyncs the index's flushed changes (indexOwner).
+func (q *Queue) syncIndex() error {
+	if q.index == nil {
+		return nil
+	}
+	return q.index.Sync()
+}
+
+// indexName is the queue's name (indexOwner).
+func (q *Queue) indexName() string { return q.name }
+
 // purgeDiskLocked settles every disk-only message.
 func (q *Queue) purgeDiskLocked() {
 	if q.index == nil || q.paged == 0 {

@@ -40,7 +40,9 @@ func (ch *channel) txCommit(m *amqp.TxCommit) *amqp.Error {
 	tx := ch.tx
 	ch.tx = &txState{}
 	for _, p := range tx.publishes {
-		ch.route(p.ex, p.msg, p.mandatory)
+		if err := ch.route(p.ex, p.msg, p.mandatory); err != nil {
+			return err
+		}
 	}
 	for _, s := range tx.settles {
 		ch.applySettle(s.ds, s.kind)

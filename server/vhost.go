@@ -57,11 +57,14 @@ type Vhost struct {
 	adm vhostAdmin // metadata and policies (policy.go)
 
 	streams streamTable // stream queues' logs (stream.go)
+
+	delays delayer // fires delayed messages (delayer.go)
 }
 
 func newVhost(name string, log *slog.Logger) *Vhost {
 	vh := &Vhost{name: name, log: log, exchanges: make(map[string]*Exchange), queues: make(map[string]*Queue),
 		busy: make(map[string]chan struct{})}
+	vh.delays.vh = vh
 	for _, d := range []struct{ name, kind string }{
 		{"", kindDirect}, {"amq.direct", kindDirect}, {"amq.fanout", kindFanout},
 		{"amq.topic", kindTopic}, {"amq.headers", kindHeaders}, {"amq.match", kindHeaders},
@@ -111,6 +114,21 @@ func (vh *Vhost) declareExchange(m *amqp.ExchangeDeclare) *amqp.Error {
 	}), methodExchangeDeclare)
 }
 
+// erlangAtom prints an exchange type as RabbitMQ prints the type's atom
+// (~p): quoted when it is not a plain atom, so x-delayed-message shows as
+// 'x-delayed-message' (and the error text then has it in two pairs of quotes).
+func erlangAtom(s string) string {
+	plain := s != "" && s[0] >= 'a' && s[0] <= 'z'
+	for i := 0; plain && i < len(s); i++ {
+		c := s[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '@'
+	}
+	if plain {
+		return s
+	}
+	return "'" + s + "'"
+}
+
 func equivalentBool(method uint32, what, name string, got, have bool) *amqp.Error {
 	if got == have {
 		return nil
@@ -135,6 +153,9 @@ func (vh *Vhost) deleteExchange(name string, ifUnused bool) *amqp.Error {
 // were worked out by autoDeletesLocked and stored before).
 func (vh *Vhost) removeExchangeLocked(ex *Exchange) {
 	delete(vh.exchanges, ex.name)
+	if ex.delay != nil {
+		ex.delay.drop()
+	}
 	ex.mu.Lock()
 	for _, b := range ex.bindings.Bindings() {
 		k := bindingKey{source: ex, key: b.Key, args: canonicalArgs(b.Args)}
@@ -147,7 +168,7 @@ func (vh *Vhost) removeExchangeLocked(ex *Exchange) {
 	}
 	// Publishers still holding ex route nowhere. newExchange made ex with
 	// this kind and these arguments, so route.New accepts them again.
-	if m, err := route.New(ex.kind, ex.args, routeTableLess); err == nil {
+	if m, err := route.New(ex.match, ex.args, routeTableLess); err == nil {
 		ex.bindings = m
 	} else {
 		vh.log.Error("emptying the bindings of a deleted exchange", "exchange", ex.name, "err", err)

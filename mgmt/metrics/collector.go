@@ -56,6 +56,7 @@ type descs struct {
 	openSockets, maxSockets                  *prometheus.Desc
 
 	queueInfo                                     *prometheus.Desc // per-object only
+	exchangeDelayed                               *prometheus.Desc
 	queueReady, queueUnacked, queueMessages       *prometheus.Desc
 	queueReadyBytes, queueConsumers, queuePub     *prometheus.Desc
 	queueReadyRAM, queuePagedOut                  *prometheus.Desc
@@ -71,9 +72,10 @@ type descs struct {
 }
 
 func newDescs(e endpoint) *descs {
-	var queueLabels, connLabels []string
+	var queueLabels, connLabels, exchangeLabels []string
 	if e == perObject {
 		queueLabels = []string{"vhost", "queue"}
+		exchangeLabels = []string{"vhost", "exchange"}
 		connLabels = []string{"channel"}
 	}
 	protocol := []string{"protocol"}
@@ -117,6 +119,10 @@ func newDescs(e endpoint) *descs {
 		queuePub:        d("queue_messages_published_total", "Total number of messages published to queues", queueLabels),
 		queueReadyRAM:   d("queue_messages_ready_ram", "Ready messages stored in memory", queueLabels),
 		queuePagedOut:   d("queue_messages_paged_out", "Messages paged out to disk", queueLabels),
+
+		// Not in rabbitmq_prometheus: the delayed-message plugin's
+		// messages_delayed, for the exchanges that delay messages.
+		exchangeDelayed: d("exchange_messages_delayed", "Messages held by an x-delayed-message exchange until their x-delay passes", exchangeLabels),
 
 		connIncomingBytes: d("connection_incoming_bytes_total", "Total number of bytes received on a connection", connLabels),
 		connOutgoingBytes: d("connection_outgoing_bytes_total", "Total number of bytes sent on a connection", connLabels),
@@ -167,7 +173,7 @@ func (ds *descs) all() []*prometheus.Desc {
 		ds.globalReceived, ds.globalRouted, ds.globalConfirmed, ds.globalReceivedConfirm, ds.globalDropped, ds.globalReturned,
 		ds.globalConsumers, ds.globalDelivered, ds.globalRedelivered, ds.globAck,
 		ds.globalConsumeManual, ds.globalConsumeAuto, ds.globalGetManual, ds.globalGetAuto, ds.globalGetEmpt,
-		ds.deadLetteredExpired, ds.deadLetteredMaxlen,
+		ds.deadLetteredExpired, ds.deadLetteredMaxlen, ds.exchangeDelayed,
 	}
 	for _, group := range [][]*prometheus.Desc{ds.churn, ds.channel, ds.channelExchange, ds.channelQueue} {
 		out = append(out, group...)
@@ -241,6 +247,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		e.gauge(ds.queuePagedOut, float64(onDisk))
 		e.gauge(ds.queueConsumers, float64(consumers))
 		e.counter(ds.queuePub, tot.published)
+		var delayed int64
+		for i := range snap.Exchanges {
+			delayed += max(snap.Exchanges[i].MessagesDelayed, 0)
+		}
+		e.gauge(ds.exchangeDelayed, float64(delayed))
 		e.counter(ds.connIncomingBytes, tot.recvBytes)
 		e.counter(ds.connOutgoingBytes, tot.sendBytes)
 	}
@@ -333,6 +344,12 @@ func (c *collector) collectPerObject(e emitter, snap *server.MetricsSnapshot) {
 		e.gauge(ds.queuePagedOut, float64(q.OnDisk), vhost, name)
 		e.gauge(ds.queueConsumers, float64(q.Consumers), vhost, name)
 		e.counter(ds.queuePub, q.Published, vhost, name)
+	}
+	for i := range snap.Exchanges {
+		x := &snap.Exchanges[i]
+		if x.MessagesDelayed >= 0 {
+			e.gauge(ds.exchangeDelayed, float64(x.MessagesDelayed), labelValue(x.Vhost), labelValue(x.Name))
+		}
 	}
 	for i := range snap.Connections {
 		conn := &snap.Connections[i]

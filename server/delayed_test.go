@@ -1,0 +1,296 @@
+package server
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// The answers these tests expect were taken from RabbitMQ 3.10.8 with
+// rabbitmq-delayed-message-exchange 3.10.2 built from its source (see
+// delayed.go).
+
+// delayedFixture is a confirming channel with an x-delayed-message exchange
+// "dx" of type kind and a queue "dq" bound to it with key.
+type delayedFixture struct {
+	ch    *amqp091.Channel
+	confs chan amqp091.Confirmation
+	rets  chan amqp091.Return
+}
+
+func newDelayedFixture(t *testing.T, ts *testServer, kind, key string, durable bool) *delayedFixture {
+	t.Helper()
+	_, ch := ts.channel(t)
+	must(t, ch.ExchangeDeclare("dx", "x-delayed-message", durable, false, false, false, amqp091.Table{"x-delayed-type": kind}))
+	_, err := ch.QueueDeclare("dq", durable, false, false, false, nil)
+	must(t, err)
+	must(t, ch.QueueBind("dq", key, "dx", false, nil))
+	must(t, ch.Confirm(false))
+	return &delayedFixture{ch: ch, confs: ch.NotifyPublish(make(chan amqp091.Confirmation, 1024)),
+		rets: ch.NotifyReturn(make(chan amqp091.Return, 64))}
+}
+
+// publish publishes a persistent message with x-delay delay (none when nil)
+// and waits for its confirm.
+func (f *delayedFixture) publish(t *testing.T, key, body string, delay any, mandatory bool) {
+	t.Helper()
+	var h amqp091.Table
+	if delay != nil {
+		h = amqp091.Table{"x-delay": delay}
+	}
+	must(t, f.ch.Publish("dx", key, mandatory, false, amqp091.Publishing{Headers: h, Body: []byte(body), DeliveryMode: 2}))
+	if c := nextConfirm(t, f.confs); !c.Ack {
+		t.Fatalf("publish %q nacked", body)
+	}
+}
+
+// queuedCount returns how many messages queue q holds.
+func queuedCount(t *testing.T, ch *amqp091.Channel, q string) int {
+	t.Helper()
+	qi, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+	must(t, err)
+	return qi.Messages
+}
+
+func TestDelayedExchangeDeclare(t *testing.T) {
+	ts := startServer(t)
+	for _, tc := range []struct {
+		args amqp091.Table
+		code int
+		text string
+	}{
+		{nil, 406, "PRECONDITION_FAILED - Invalid argument, 'x-delayed-type' must be an existing exchange type"},
+		{amqp091.Table{"x-delayed-type": int32(5)}, 406, "PRECONDITION_FAILED - Invalid argument, 'x-delayed-type' must be an existing exchange type"},
+		{amqp091.Table{"x-delayed-type": "x-delayed-message"}, 406, "PRECONDITION_FAILED - Invalid argument, 'x-delayed-message' can't be used for 'x-delayed-type'"},
+		{amqp091.Table{"x-delayed-type": "nosuch"}, 503, "COMMAND_INVALID - unknown exchange type 'nosuch'"},
+		{amqp091.Table{"x-delayed-type": "headers"}, 0, ""},
+		{amqp091.Table{"x-delayed-type": "x-consistent-hash"}, 0, ""},
+	} {
+		_, ch := ts.channel(t)
+		err := ch.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false, tc.args)
+		if tc.code == 0 {
+			must(t, err)
+			must(t, ch.ExchangeDelete("dx", false, false))
+			continue
+		}
+		expectCode(t, err, tc.code)
+		if e := err.(*amqp091.Error); e.Reason != tc.text {
+			t.Errorf("%v: got %q, want %q", tc.args, e.Reason, tc.text)
+		}
+	}
+	// RabbitMQ compares only the type and flags: another x-delayed-type is
+	// accepted; another type names the current one as its atom prints.
+	_, ch := ts.channel(t)
+	must(t, ch.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false, amqp091.Table{"x-delayed-type": "direct"}))
+	must(t, ch.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false, amqp091.Table{"x-delayed-type": "topic"}))
+	err := ch.ExchangeDeclare("dx", "direct", true, false, false, false, nil)
+	want := "PRECONDITION_FAILED - inequivalent arg 'type' for exchange 'dx' in vhost '/': received 'direct' but current is ''x-delayed-message''"
+	if e, ok := err.(*amqp091.Error); !ok || e.Reason != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+}
+
+// TestDelayedMessagesFireInDueOrder publishes messages with delays out of
+// order and checks none arrives before its time and they arrive by due time,
+// those due together in publish order, to the queues bound when they fire.
+func TestDelayedMessagesFireInDueOrder(t *testing.T) {
+	ts := startServer(t)
+	f := newDelayedFixture(t, ts, "topic", "a.*", true)
+	start := time.Now()
+	f.publish(t, "a.x", "900", int32(900), false)
+	f.publish(t, "a.x", "300", int32(300), false)
+	f.publish(t, "a.x", "600", int64(600), false)
+	f.publish(t, "b.x", "late-binding", int32(600), false)
+	if n := queuedCount(t, f.ch, "dq"); n != 0 && time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("%d messages routed before their delay", n)
+	}
+	_, ch2 := ts.channel(t)
+	_, err := ch2.QueueDeclare("late", true, false, false, false, nil)
+	must(t, err)
+	must(t, ch2.QueueBind("late", "b.*", "dx", false, nil)) // bound after the publish, before the firing
+	d, err := ch2.Consume("dq", "", true, false, false, false, nil)
+	must(t, err)
+	for _, want := range []string{"300", "600", "900"} {
+		m := recv(t, d)
+		if string(m.Body) != want {
+			t.Fatalf("got %q, want %q", m.Body, want)
+		}
+		if ms, _ := m.Headers["x-delay"].(int32); ms == 0 && m.Headers["x-delay"] == nil {
+			t.Fatalf("x-delay header not kept: %v", m.Headers)
+		}
+		if m.Exchange != "dx" || m.RoutingKey != "a.x" {
+			t.Fatalf("delivered from %q with %q", m.Exchange, m.RoutingKey)
+		}
+	}
+	dl, err := ch2.Consume("late", "", true, false, false, false, nil)
+	must(t, err)
+	if m := recv(t, dl); string(m.Body) != "late-binding" {
+		t.Fatalf("queue bound after the publish got %q", m.Body)
+	}
+
+	// Due at the same moment: publish order.
+	for i := range 20 {
+		f.publish(t, "a.x", fmt.Sprint(i), int32(200), false)
+	}
+	for i := range 20 {
+		if m := recv(t, d); string(m.Body) != fmt.Sprint(i) {
+			t.Fatalf("same delay: got %q at %d", m.Body, i)
+		}
+	}
+}
+
+// TestDelayedInvalidDelays checks the delays the plugin routes at once, those
+// it converts, and the strings it crashes on (541 on the connection).
+func TestDelayedInvalidDelays(t *testing.T) {
+	ts := startServer(t)
+	f := newDelayedFixture(t, ts, "direct", "k", false)
+	for _, now := range []any{int32(0), int32(-5), true, int64(4294967296), "-100", 0.4, amqp091.Table{"a": int32(1)}} {
+		f.publish(t, "k", fmt.Sprint(now), now, false)
+	}
+	if n := queuedCount(t, f.ch, "dq"); n != 7 {
+		t.Fatalf("%d of 7 undelayable messages routed at once", n)
+	}
+	_, err := f.ch.QueuePurge("dq", false)
+	must(t, err)
+	for _, later := range []any{"3000", 3000.7, int64(4294967295), uint8(200)} {
+		f.publish(t, "k", fmt.Sprint(later), later, false)
+	}
+	if n := queuedCount(t, f.ch, "dq"); n > 1 { // uint8(200) may have fired
+		t.Fatalf("%d delayed messages routed at once", n)
+	}
+	if got := ts.Vhost("/").exchange("dx").MessagesDelayed(); got < 3 {
+		t.Fatalf("messages_delayed %d, want at least 3", got)
+	}
+
+	for _, crash := range []any{"abc", " 100", "1.5", ""} {
+		conn, ch := ts.channel(t)
+		closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+		must(t, ch.Publish("dx", "k", false, false, amqp091.Publishing{Headers: amqp091.Table{"x-delay": crash}}))
+		e := waitClose(t, closed)
+		if e == nil || e.Code != 541 || e.Reason != "INTERNAL_ERROR" {
+			t.Fatalf("x-delay %q: connection closed with %v, want 541 INTERNAL_ERROR", crash, e)
+		}
+	}
+}
+
+// TestDelayedMandatoryReturnedAtOnce: the plugin routes a delayed message to
+// no queue when it is published, so a mandatory one comes back at once as
+// unroutable, is confirmed, and is still delivered when due.
+func TestDelayedMandatoryReturnedAtOnce(t *testing.T) {
+	ts := startServer(t)
+	f := newDelayedFixture(t, ts, "direct", "k", true)
+	f.publish(t, "k", "m", int32(300), true)
+	select {
+	case r := <-f.rets:
+		if r.ReplyCode != 312 || r.ReplyText != "NO_ROUTE" || string(r.Body) != "m" {
+			t.Fatalf("return %d %q %q", r.ReplyCode, r.ReplyText, r.Body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no basic.return for a mandatory delayed message")
+	}
+	d, err := f.ch.Consume("dq", "", true, false, false, false, nil)
+	must(t, err)
+	if m := recv(t, d); string(m.Body) != "m" {
+		t.Fatalf("got %q", m.Body)
+	}
+}
+
+// TestDelayedSurvivesRestart: a durable exchange's delayed messages are in
+// the store and come back after a clean restart, fired on time.
+func TestDelayedSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir))
+	f := newDelayedFixture(t, ts, "fanout", "", true)
+	for i := range 50 {
+		f.publish(t, "", fmt.Sprint(i), int32(1500+10*i), false)
+	}
+	must(t, ts.Close())
+	ts2 := startServer(t, withDataDir(dir))
+	if got := ts2.Vhost("/").exchange("dx").MessagesDelayed(); got != 50 {
+		t.Fatalf("messages_delayed after restart %d, want 50", got)
+	}
+	_, ch := ts2.channel(t)
+	d, err := ch.Consume("dq", "", true, false, false, false, nil)
+	must(t, err)
+	for i := range 50 {
+		if m := recv(t, d); string(m.Body) != fmt.Sprint(i) {
+			t.Fatalf("got %q, want %d", m.Body, i)
+		}
+	}
+	waitFor(t, 5*time.Second, "delayed messages settled", func() bool {
+		return ts2.Vhost("/").exchange("dx").MessagesDelayed() == 0
+	})
+}
+
+// TestDelayedExchangeDeleteDropsMessages: deleting the exchange drops its
+// delayed messages and their stored copies; a new exchange of the same name
+// does not get them (the plugin would route them through it).
+func TestDelayedExchangeDeleteDropsMessages(t *testing.T) {
+	ts := startServer(t)
+	f := newDelayedFixture(t, ts, "direct", "k", true)
+	for i := range 10 {
+		f.publish(t, "k", fmt.Sprint(i), int32(400), false)
+	}
+	vh := ts.Vhost("/")
+	must(t, f.ch.ExchangeDelete("dx", false, false))
+	must(t, f.ch.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false, amqp091.Table{"x-delayed-type": "direct"}))
+	must(t, f.ch.QueueBind("dq", "k", "dx", false, nil))
+	f.publish(t, "k", "after", int32(800), false)
+	d, err := f.ch.Consume("dq", "", true, false, false, false, nil)
+	must(t, err)
+	if m := recv(t, d); string(m.Body) != "after" {
+		t.Fatalf("a deleted exchange's delayed message %q was delivered", m.Body)
+	}
+	waitFor(t, 5*time.Second, "the store to hold no delayed copies", func() bool {
+		st, _ := vh.StorageStats()
+		return st.LiveMessages == 0
+	})
+}
+
+// TestDelayedHeadSpillsToDisk makes the in-memory head tiny: messages beyond
+// it stay on disk only, the head never grows past its bound, and every
+// message still fires in due order (slots 25 ms apart, published in a random
+// order within a few milliseconds).
+func TestDelayedHeadSpillsToDisk(t *testing.T) {
+	old := delayHeadMax
+	delayHeadMax = 8
+	t.Cleanup(func() { delayHeadMax = old })
+	ts := startServer(t)
+	f := newDelayedFixture(t, ts, "direct", "k", true)
+	ds := ts.Vhost("/").exchange("dx").delay
+	const n = 80
+	headSize := func() int {
+		ds.mu.Lock()
+		defer ds.mu.Unlock()
+		return len(ds.head)
+	}
+	for _, slot := range rand.Perm(n) {
+		must(t, f.ch.Publish("dx", "k", false, false, amqp091.Publishing{
+			Headers: amqp091.Table{"x-delay": int32(500 + 25*slot)}, Body: []byte(fmt.Sprint(slot)), DeliveryMode: 2}))
+	}
+	for range n {
+		if c := nextConfirm(t, f.confs); !c.Ack {
+			t.Fatal("nacked")
+		}
+	}
+	if h := headSize(); h > delayHeadMax {
+		t.Fatalf("head holds %d, bound %d", h, delayHeadMax)
+	}
+	if got := ds.pending.Load(); got != n {
+		t.Fatalf("messages_delayed %d, want %d", got, n)
+	}
+	d, err := f.ch.Consume("dq", "", true, false, false, false, nil)
+	must(t, err)
+	for want := range n {
+		if m := recv(t, d); string(m.Body) != fmt.Sprint(want) {
+			t.Fatalf("got slot %s, want %d", m.Body, want)
+		}
+		if h := headSize(); h > delayHeadMax {
+			t.Fatalf("head holds %d, bound %d", h, delayHeadMax)
+		}
+	}
+	waitFor(t, 5*time.Second, "all delayed messages settled", func() bool { return ds.pending.Load() == 0 })
+}
