@@ -346,3 +346,22 @@ func TestDelayedSurvivesKill9(t *testing.T) {
 		}
 	}
 }
+
+// TestDelayedExchangeArgument: LavinMQ's x-delayed-exchange: true makes an
+// exchange of an ordinary type delay messages too.
+func TestDelayedExchangeArgument(t *testing.T) {
+	ts := startServer(t)
+	_, ch := ts.channel(t)
+	must(t, ch.ExchangeDeclare("lx", "headers", true, false, false, false, amqp091.Table{"x-delayed-exchange": true}))
+	mustDeclare(t, ch, "lq", nil)
+	must(t, ch.QueueBind("lq", "", "lx", false, amqp091.Table{"x-match": "all", "kind": "a"}))
+	must(t, ch.Publish("lx", "", false, false, amqp091.Publishing{Headers: amqp091.Table{"kind": "a", "x-delay": int32(2000)}, Body: []byte("later")}))
+	must(t, ch.Publish("lx", "", false, false, amqp091.Publishing{Headers: amqp091.Table{"kind": "a"}, Body: []byte("now")}))
+	d, err := ch.Consume("lq", "", true, false, false, false, nil)
+	must(t, err)
+	for _, want := range []string{"now", "later"} {
+		if m := recv(t, d); string(m.Body) != want {
+			t.Fatalf("got %q, want %q", m.Body, want)
+		}
+	}
+}
