@@ -12,14 +12,15 @@ import (
 )
 
 // exchangeTypes are the exchange types every node supports, described as
-// RabbitMQ describes them (3.10 with the consistent-hash, sharding and random
-// exchange plugins enabled; x-local-random as 4.0 does).
+// RabbitMQ describes them (3.10 with the consistent-hash, sharding, random and
+// delayed-message exchange plugins enabled; x-local-random as 4.0 does).
 var exchangeTypes = []map[string]any{
 	{"name": "direct", "description": "AMQP direct exchange, as per the AMQP specification", "enabled": true},
 	{"name": "fanout", "description": "AMQP fanout exchange, as per the AMQP specification", "enabled": true},
 	{"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
 	{"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
 	{"name": "x-consistent-hash", "description": "Consistent Hashing Exchange", "enabled": true},
+	{"name": "x-delayed-message", "description": "Delayed Message Exchange.", "enabled": true},
 	{"name": "x-local-random", "description": "Picks one random local binding (queue) to route via (to).", "enabled": true},
 	{"name": "x-modulus-hash", "description": "Modulus Hashing Exchange", "enabled": true},
 	{"name": "x-random", "description": "Randomly picks a binding (queue) to route via (to).", "enabled": true},
