@@ -134,6 +134,7 @@ func (d *delayStore) put(m *Message, delay int64) (stored bool, err error) {
 		}
 	}
 	st, dropped := d.st, d.dropped
+	m = withBCC(m)
 	if st == nil && !dropped {
 		d.memSeq++
 		d.insertLocked(delayItem{due: due, seq: d.memSeq, msg: m})

@@ -178,3 +178,71 @@ func (vh *Vhost) holdDelayed(exs []*Exchange, m *Message, delay int64, res *rout
 		res.stored = res.stored || stored
 	}
 }
+
+// withBCC returns m as the delayed-message plugin keeps it: with the BCC
+// header that sender-selected distribution removed before routing put back,
+// so its keys route it when it fires (bccForFiring). m itself is returned
+// when it had no BCC keys.
+func withBCC(m *Message) *Message {
+	p, err := m.sharedProperties()
+	if err != nil || len(m.ccKeys) == 0 {
+		return m
+	}
+	cc, _ := p.Headers["CC"].([]any)
+	nCC := len(appendKeys(nil, cc))
+	if len(m.ccKeys) <= nCC {
+		return m
+	}
+	bcc := make([]any, 0, len(m.ccKeys)-nCC)
+	for _, k := range m.ccKeys[nCC:] {
+		bcc = append(bcc, k)
+	}
+	headers := make(amqp.Table, len(p.Headers)+1)
+	for k, v := range p.Headers {
+		headers[k] = v
+	}
+	headers["BCC"] = bcc
+	p.Headers = headers
+	p.Flags |= amqp.FlagHeaders
+	c := *m
+	c.RawProps = p.AppendTo(nil)
+	c.props = nil
+	c.ccKeys = m.ccKeys[:nCC:nCC]
+	return &c
+}
+
+// bccForFiring prepares a fired message that carries a BCC header (withBCC)
+// as the plugin's firing does: the BCC keys route it and the header goes.
+// Re-encoding the properties then shows the plugin's x-delay swap, which
+// RabbitMQ sends only when it re-encodes them: x-delay becomes -delay.
+func bccForFiring(m *Message) {
+	p, err := m.Properties()
+	if err != nil {
+		return
+	}
+	bcc, ok := p.Headers["BCC"].([]any)
+	if !ok {
+		return
+	}
+	m.ccKeys = appendKeys(m.ccKeys, bcc)
+	headers := make(amqp.Table, len(p.Headers))
+	for k, v := range p.Headers {
+		if k != "BCC" {
+			headers[k] = v
+		}
+	}
+	if d, err := delayValue(headers[headerDelay]); err == nil && d > 0 {
+		headers[headerDelay] = negatedDelay(d)
+	}
+	p.Headers = headers
+	m.RawProps = p.AppendTo(nil)
+}
+
+// negatedDelay is -d as the plugin writes it: a signed 32-bit integer
+// (Warren uses 64 bits where -d does not fit, instead of wrapping it).
+func negatedDelay(d int64) any {
+	if d <= math.MaxInt32 {
+		return int32(-d)
+	}
+	return -d
+}

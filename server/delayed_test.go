@@ -365,3 +365,59 @@ func TestDelayedExchangeArgument(t *testing.T) {
 		}
 	}
 }
+
+// TestDelayedAlternateExchangeAndBCC: as with the plugin, a delayed message
+// reaches the exchange's alternate exchange at once (nothing matched it when
+// published) and its queues when due; one reaching the delaying exchange over
+// an exchange-to-exchange binding is delayed too; BCC keys route it when due
+// and, its properties re-encoded, it shows x-delay negated.
+func TestDelayedAlternateExchangeAndBCC(t *testing.T) {
+	for _, dataDir := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dataDir=%v", dataDir), func(t *testing.T) {
+			ts := startServer(t, func(c *Config) {
+				if !dataDir {
+					c.DataDir = ""
+				}
+			})
+			_, ch := ts.channel(t)
+			must(t, ch.ExchangeDeclare("ae", "fanout", false, false, false, false, nil))
+			must(t, ch.ExchangeDeclare("dx", "x-delayed-message", false, false, false, false,
+				amqp091.Table{"x-delayed-type": "direct", "alternate-exchange": "ae"}))
+			must(t, ch.ExchangeDeclare("src", "direct", false, false, false, false, nil))
+			must(t, ch.ExchangeBind("dx", "k", "src", false, nil))
+			mustDeclare(t, ch, "aeq", nil)
+			must(t, ch.QueueBind("aeq", "", "ae", false, nil))
+			mustDeclare(t, ch, "dq", nil)
+			must(t, ch.QueueBind("dq", "k", "dx", false, nil))
+			delay := amqp091.Table{"x-delay": int32(300)}
+			must(t, ch.Publish("dx", "k", false, false, amqp091.Publishing{Headers: delay, Body: []byte("direct")}))
+			must(t, ch.Publish("src", "k", false, false, amqp091.Publishing{Headers: delay, Body: []byte("e2e")}))
+			must(t, ch.Publish("dx", "nokey", false, false, amqp091.Publishing{
+				Headers: amqp091.Table{"x-delay": int32(300), "BCC": []any{"k"}}, Body: []byte("bcc")}))
+			if n := queuedCount(t, ch, "aeq"); n != 3 {
+				t.Fatalf("alternate exchange got %d of 3 at once", n)
+			}
+			d, err := ch.Consume("dq", "", true, false, false, false, nil)
+			must(t, err)
+			for _, want := range []string{"direct", "e2e", "bcc"} {
+				m := recv(t, d)
+				if string(m.Body) != want {
+					t.Fatalf("got %q, want %q", m.Body, want)
+				}
+				wantDelay := any(int32(300))
+				if want == "bcc" {
+					wantDelay = int32(-300)
+					if _, ok := m.Headers["BCC"]; ok {
+						t.Fatal("BCC header delivered")
+					}
+				}
+				if m.Headers["x-delay"] != wantDelay {
+					t.Fatalf("%s: x-delay %#v, want %#v", want, m.Headers["x-delay"], wantDelay)
+				}
+			}
+			if n := queuedCount(t, ch, "aeq"); n != 3 {
+				t.Fatalf("alternate exchange has %d, want still 3", n)
+			}
+		})
+	}
+}

@@ -201,13 +201,17 @@ func (d *delayer) fire(r *router, ds *delayStore, items []delayItem) {
 // with its expiration applied again.
 func (ds *delayStore) load(it *delayItem) (*Message, error) {
 	if it.msg != nil {
-		return it.msg, nil
+		m := *it.msg // the publisher's copy may be in queues: not changed here
+		m.props = nil
+		bccForFiring(&m)
+		return &m, nil
 	}
 	rec, err := ds.st.store.Get(it.loc)
 	if err != nil {
 		return nil, err
 	}
 	m := messageFromRecord(rec)
+	bccForFiring(m)
 	if p, err := m.Properties(); err == nil && p.Expiration != "" {
 		if ttl, perr := parseExpiration(p.Expiration); perr == "" {
 			m.ttl = ttl
