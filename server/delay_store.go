@@ -248,26 +248,23 @@ func (d *delayStore) settle(items []delayItem) {
 	}
 }
 
-// needsRefill reports whether head is low while messages wait on disk.
-func (d *delayStore) needsRefill() bool {
+// beginRefill starts a refill when head is low while messages wait on disk
+// only: it returns the horizon to read from and the index, and marks the
+// store scanning until finishRefill.
+func (d *delayStore) beginRefill() (delayItem, *queueindex.Index, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return !d.dropped && !d.scanning && d.spilled > 0 && len(d.head) < delayHeadMax/4
-}
-
-// refill reads the index once for the earliest messages on disk only and
-// moves them to head. Publishers go on meanwhile: what they put on disk only
-// bounds what the pass may take (arrivedMin).
-func (d *delayStore) refill() error {
-	d.mu.Lock()
-	if d.dropped || d.scanning || d.spilled == 0 {
-		d.mu.Unlock()
-		return nil
+	if d.dropped || d.scanning || d.spilled == 0 || len(d.head) >= delayHeadMax/4 {
+		return delayItem{}, nil, false
 	}
 	d.scanning, d.arrived, d.shrunk = true, false, false
-	from, ix := d.horizon, d.index
-	d.mu.Unlock()
+	return d.horizon, d.index, true
+}
 
+// scanRefill reads the index once, with no lock held, for the earliest
+// messages not before from: those on disk only. Firing goes on meanwhile
+// (what it takes from head is before from) and so does publishing.
+func scanRefill(from delayItem, ix *queueindex.Index) (*delaySelection, error) {
 	sel := newDelaySelection(delayHeadMax / 2)
 	err := ix.ForEach(func(seq uint64, e queueindex.Entry) bool {
 		it := delayItem{due: e.Expiry, seq: seq, loc: msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size}}
@@ -276,7 +273,14 @@ func (d *delayStore) refill() error {
 		}
 		return true
 	})
+	return sel, err
+}
 
+// finishRefill moves what scanRefill chose to head: all of it but what is
+// not before the earliest message published on disk only meanwhile
+// (arrivedMin), which bounds the choice. A drop or a spill of head during
+// the scan makes the choice stale: it is discarded.
+func (d *delayStore) finishRefill(sel *delaySelection, err error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.scanning = false

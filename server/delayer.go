@@ -155,11 +155,7 @@ func (d *delayer) fireDue(r *router, buf []delayItem) ([]delayItem, int64, bool)
 		if len(items) == delayFireBatch {
 			more = true
 		}
-		if ds.needsRefill() {
-			if err := ds.refill(); err != nil {
-				d.vh.log.Error("reading delayed messages from disk", "exchange", ds.ex.name, "err", err)
-			}
-		}
+		d.maybeRefill(ds)
 		if len(items) > 0 {
 			d.fire(r, ds, items)
 			batches = append(batches, firedBatch{ds, items})
@@ -169,19 +165,43 @@ func (d *delayer) fireDue(r *router, buf []delayItem) ([]delayItem, int64, bool)
 			next = due
 		}
 	}
-	if durable {
-		// The fired copies in durable queues are on disk before the delayed
-		// ones are settled, so a crash between the two delivers twice, never
-		// not at all.
-		if err := d.vh.storage.waitRound(); err != nil {
+	if !durable {
+		for _, b := range batches {
+			b.ds.settle(b.items)
+		}
+		clear(buf)
+		return buf[:0], next, more
+	}
+	// The fired copies in durable queues are on disk before the delayed ones
+	// are settled, so a crash between the two delivers twice, never not at
+	// all. The settling waits for the commit round, the firing does not.
+	d.vh.storage.afterRound(func(err error) {
+		if err != nil {
 			d.vh.log.Error("delayed messages fired but their queues' commit round failed", "err", err)
 		}
+		for _, b := range batches {
+			b.ds.settle(b.items)
+		}
+	})
+	return nil, next, more // buf belongs to the batches now
+}
+
+// maybeRefill starts a refill of ds's head from disk in a goroutine of its
+// own when the head runs low, so the firing goes on during the index pass.
+func (d *delayer) maybeRefill(ds *delayStore) {
+	from, ix, ok := ds.beginRefill()
+	if !ok {
+		return
 	}
-	for _, b := range batches {
-		b.ds.settle(b.items)
-	}
-	clear(buf)
-	return buf[:0], next, more
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		sel, err := scanRefill(from, ix)
+		if err := ds.finishRefill(sel, err); err != nil {
+			d.vh.log.Error("reading delayed messages from disk", "exchange", ds.ex.name, "err", err)
+		}
+		d.wake()
+	}()
 }
 
 // fire routes due messages from their exchange as its x-delayed-type does.
@@ -242,6 +262,15 @@ func releaseDelayIndex(ix *queueindex.Index, st *vhostStorage) error {
 		return true
 	})
 	return errors.Join(err, ix.Delete())
+}
+
+// afterRound calls fn with the outcome of the next commit round, on the
+// committer's goroutine, once the round is done.
+func (v *vhostStorage) afterRound(fn func(error)) {
+	v.mu.Lock()
+	v.after = append(v.after, fn)
+	v.mu.Unlock()
+	v.signal()
 }
 
 // recoverDelayed opens the indexes of the vhost's durable delaying exchanges

@@ -43,6 +43,8 @@ type vhostStorage struct {
 	// stopped is set before the last round, after which none may wait.
 	rounds  []chan<- error
 	stopped bool
+	// after are called with the outcome of the next round (afterRound).
+	after []func(error)
 
 	kick chan struct{}
 	quit chan struct{}
@@ -222,11 +224,11 @@ var (
 // completes the publishes waiting on it: ok unless a sync or flush failed.
 func (v *vhostStorage) round() {
 	v.mu.Lock()
-	dirty, waiters, rounds := v.dirty, v.waiters, v.rounds
+	dirty, waiters, rounds, after := v.dirty, v.waiters, v.rounds, v.after
 	v.dirty = make(map[indexOwner]struct{}, len(dirty))
-	v.waiters, v.spare, v.rounds = v.spare[:0], nil, nil
+	v.waiters, v.spare, v.rounds, v.after = v.spare[:0], nil, nil, nil
 	v.mu.Unlock()
-	if len(dirty) == 0 && len(waiters) == 0 && len(rounds) == 0 {
+	if len(dirty) == 0 && len(waiters) == 0 && len(rounds) == 0 && len(after) == 0 {
 		v.putSpare(waiters)
 		return
 	}
@@ -237,6 +239,9 @@ func (v *vhostStorage) round() {
 	completeAll(waiters, err == nil)
 	for _, done := range rounds {
 		done <- err
+	}
+	for _, fn := range after {
+		fn(err)
 	}
 	if h := testHookRoundDone.Load(); h != nil && len(waiters) > 0 {
 		(*h)(len(waiters))
