@@ -214,6 +214,17 @@ func (d *delayStore) popDue(now int64, max int, out []delayItem) []delayItem {
 	return out
 }
 
+// retry puts back a fired message the store refused, due again later. It
+// stays in head whatever the horizon: its index entry keeps the first due
+// time, which is before the horizon too.
+func (d *delayStore) retry(it delayItem) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.dropped {
+		d.head = heapPush(d.head, it)
+	}
+}
+
 // next returns the earliest due time in head; ok is false when head is empty.
 func (d *delayStore) next() (due int64, ok bool) {
 	d.mu.Lock()

@@ -25,6 +25,9 @@ type delayer struct {
 	started  bool
 	stopped  bool
 	cleanups []delayCleanup
+	// recovering holds the start until the store's reference counts are
+	// rebuilt (recoverStorage): a message fired before would be refused.
+	recovering bool
 
 	kick chan struct{}
 	quit chan struct{}
@@ -42,7 +45,7 @@ type delayCleanup struct {
 // changed, starting the delayer if it is not running.
 func (d *delayer) wake() {
 	d.mu.Lock()
-	if !d.started && !d.stopped {
+	if !d.started && !d.stopped && !d.recovering {
 		d.started = true
 		d.kick, d.quit = make(chan struct{}, 1), make(chan struct{})
 		d.wg.Add(1)
@@ -56,6 +59,14 @@ func (d *delayer) wake() {
 		default:
 		}
 	}
+}
+
+// recovered lets the delayer start once the vhost's storage is recovered.
+func (d *delayer) recovered() {
+	d.mu.Lock()
+	d.recovering = false
+	d.mu.Unlock()
+	d.wake()
 }
 
 // cleanup queues a deleted exchange's index for the delayer.
@@ -157,7 +168,7 @@ func (d *delayer) fireDue(r *router, buf []delayItem) ([]delayItem, int64, bool)
 		}
 		d.maybeRefill(ds)
 		if len(items) > 0 {
-			d.fire(r, ds, items)
+			items = d.fire(r, ds, items, now)
 			batches = append(batches, firedBatch{ds, items})
 			durable = durable || (ds.st != nil && ds.st == d.vh.storage)
 		}
@@ -204,17 +215,32 @@ func (d *delayer) maybeRefill(ds *delayStore) {
 	}()
 }
 
-// fire routes due messages from their exchange as its x-delayed-type does.
-func (d *delayer) fire(r *router, ds *delayStore, items []delayItem) {
-	for i := range items {
-		m, err := ds.load(&items[i])
+// delayRetry is how long a fired message whose durable copy the store
+// refused (a full disk) waits before it is fired again.
+const delayRetry = time.Second
+
+// fire routes due messages from their exchange as its x-delayed-type does
+// and returns those to settle: all but the ones the store refused, which
+// stay delayed and are fired again after delayRetry.
+func (d *delayer) fire(r *router, ds *delayStore, items []delayItem, now int64) []delayItem {
+	done := items[:0]
+	for _, it := range items {
+		m, err := ds.load(&it)
 		if err != nil {
 			d.vh.log.Error("a delayed message cannot be read; it is dropped", "exchange", ds.ex.name, "err", err)
+			done = append(done, it)
 			continue
 		}
-		d.vh.publish(&publishing{r: r, ex: ds.ex, m: m, ttl: m.ttl})
+		res := d.vh.publish(&publishing{r: r, ex: ds.ex, m: m, ttl: m.ttl})
 		clear(r.queues)
+		if res.storeFailed {
+			it.due = now + delayRetry.Milliseconds()
+			ds.retry(it)
+			continue
+		}
+		done = append(done, it)
 	}
+	return done
 }
 
 // load returns a fired message: from memory, or read back from the store
@@ -283,6 +309,9 @@ func (vh *Vhost) recoverDelayed() error {
 	if st == nil {
 		return nil
 	}
+	vh.delays.mu.Lock()
+	vh.delays.recovering = true // until recoverStorage calls recovered
+	vh.delays.mu.Unlock()
 	entries, err := os.ReadDir(delayedDir(st))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -333,13 +362,9 @@ func (vh *Vhost) recoverDelayStore(ds *delayStore, dir string) error {
 	}
 	ds.mu.Lock()
 	err = ds.recoverLocked(vh.storage, ix, dir)
-	empty := len(ds.head) == 0
 	ds.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("delayed messages of %s: %w", describeExchange(ds.ex.name, vh.name), err)
-	}
-	if !empty {
-		vh.delays.wake()
 	}
 	return nil
 }

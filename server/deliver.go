@@ -45,6 +45,9 @@ type routeResult struct {
 	// pending are the destinations still to make it durable (a stream's
 	// append), which a confirm waits for.
 	pending pendingDurables
+	// storeFailed: the store refused the durable copy (a full disk), so the
+	// queues that would have kept one did not get the message.
+	storeFailed bool
 	// fault is an error the publish closes the connection with: an x-delay
 	// the delayed-message plugin crashes on (delayed.go).
 	fault *amqp.Error
@@ -155,7 +158,7 @@ func (vh *Vhost) deliverTo(m *Message, queues []*Queue, ttl int64, takes []bool,
 		vh.storage.noteWrite(err)
 		if err != nil {
 			// Without the store the message still reaches the other queues.
-			res.rejected, storeFailed = true, true
+			res.rejected, storeFailed, res.storeFailed = true, true, true
 		}
 	}
 	for i, q := range queues {

@@ -410,6 +410,7 @@ func (s *Server) recoverStorage(started time.Time) error {
 		if err := vh.storage.rebuildRefs(queues, vh.delayIndexes()); err != nil {
 			return fmt.Errorf("vhost %q: %w", vh.name, err)
 		}
+		vh.delays.recovered()
 		var msgs, bytes int
 		for _, q := range queues {
 			msgs += q.paged
