@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/msgstore"
@@ -219,6 +220,10 @@ func (d *delayer) maybeRefill(ds *delayStore) {
 // refused (a full disk) waits before it is fired again.
 const delayRetry = time.Second
 
+// testHookDelayFired, when set by a benchmark, is told each fired message's
+// due time and the time it was routed (unix milliseconds).
+var testHookDelayFired atomic.Pointer[func(due, routed int64)]
+
 // fire routes due messages from their exchange as its x-delayed-type does
 // and returns those to settle: all but the ones the store refused, which
 // stay delayed and are fired again after delayRetry.
@@ -233,6 +238,9 @@ func (d *delayer) fire(r *router, ds *delayStore, items []delayItem, now int64) 
 		}
 		res := d.vh.publish(&publishing{r: r, ex: ds.ex, m: m, ttl: m.ttl})
 		clear(r.queues)
+		if h := testHookDelayFired.Load(); h != nil {
+			(*h)(it.due, nowMillis())
+		}
 		if res.storeFailed {
 			it.due = now + delayRetry.Milliseconds()
 			ds.retry(it)
