@@ -7,6 +7,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/amqp"
 )
 
 // The answers these tests expect were taken from RabbitMQ 3.10.8 with
@@ -419,5 +421,42 @@ func TestDelayedAlternateExchangeAndBCC(t *testing.T) {
 				t.Fatalf("alternate exchange has %d, want still 3", n)
 			}
 		})
+	}
+}
+
+// TestDelayedExchangeDefinitions: a definitions file with an
+// x-delayed-message exchange, as RabbitMQ exports one, imports and delays;
+// an invalid x-delayed-type is refused before anything is applied; the
+// export gives the exchange back as it was declared.
+func TestDelayedExchangeDefinitions(t *testing.T) {
+	ts := startServer(t)
+	bad := Definitions{Exchanges: []ExchangeDefinition{{Vhost: "/", ExchangeSpec: ExchangeSpec{
+		Name: "bad", Type: "x-delayed-message", Durable: true, Arguments: amqp.Table{"x-delayed-type": "x-delayed-message"}}}}}
+	if err := ts.ImportDefinitions(bad, ""); err == nil {
+		t.Fatal("an x-delayed-message x-delayed-type imported")
+	}
+	d := Definitions{
+		Exchanges: []ExchangeDefinition{{Vhost: "/", ExchangeSpec: ExchangeSpec{
+			Name: "dx", Type: "x-delayed-message", Durable: true, Arguments: amqp.Table{"x-delayed-type": "topic"}}}},
+		Queues:   []QueueDefinition{{Vhost: "/", QueueSpec: QueueSpec{Name: "dq", Durable: true}}},
+		Bindings: []BindingInfo{{Vhost: "/", Source: "dx", Destination: "dq", DestinationType: DestQueue, RoutingKey: "a.#"}},
+	}
+	must(t, ts.ImportDefinitions(d, ""))
+	_, ch := ts.channel(t)
+	must(t, ch.Publish("dx", "a.b", false, false, amqp091.Publishing{Headers: amqp091.Table{"x-delay": int32(200)}, Body: []byte("m")}))
+	if n := queuedCount(t, ch, "dq"); n != 0 {
+		t.Fatalf("%d routed before the delay", n)
+	}
+	dl, err := ch.Consume("dq", "", true, false, false, false, nil)
+	must(t, err)
+	if m := recv(t, dl); string(m.Body) != "m" {
+		t.Fatalf("got %q", m.Body)
+	}
+	out, err := ts.ExportDefinitions("")
+	must(t, err)
+	for _, x := range out.Exchanges {
+		if x.Name == "dx" && (x.Type != "x-delayed-message" || x.Arguments["x-delayed-type"] != "topic") {
+			t.Fatalf("exported as %+v", x)
+		}
 	}
 }
