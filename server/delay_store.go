@@ -105,6 +105,7 @@ func (d *delayStore) openLocked() error {
 	if !d.ex.durable {
 		st = vh.transient
 	}
+	vh.delays.register(d)
 	if st == nil {
 		d.opened = true
 		return nil
@@ -327,6 +328,7 @@ func (d *delayStore) finishRefill(sel *delaySelection, err error) error {
 // counts the rest as on disk only.
 func (d *delayStore) recoverLocked(st *vhostStorage, ix *queueindex.Index, dir string) error {
 	d.opened, d.st, d.index, d.dir = true, st, ix, dir
+	d.ex.vhost.delays.register(d)
 	sel := newDelaySelection(delayHeadMax / 2)
 	n := 0
 	err := ix.ForEach(func(seq uint64, e queueindex.Entry) bool {
@@ -358,6 +360,7 @@ func (d *delayStore) drop() {
 	clear(d.head)
 	d.head, d.index, d.spilled = nil, nil, 0
 	d.pending.Store(0)
+	d.ex.vhost.delays.unregister(d)
 	if ix != nil {
 		d.ex.vhost.delays.cleanup(ix, st)
 	}

@@ -198,6 +198,12 @@ func TestDelayedMandatoryReturnedAtOnce(t *testing.T) {
 	if m := recv(t, d); string(m.Body) != "m" {
 		t.Fatalf("got %q", m.Body)
 	}
+	// Counted in once, when published, and out once, when it reached dq.
+	ex := ts.Vhost("/").exchange("dx")
+	waitFor(t, 5*time.Second, "publish_out", func() bool { return ex.stats.publishOut.value() == 1 })
+	if in := ex.stats.publishIn.value(); in != 1 {
+		t.Fatalf("publish_in %d, want 1", in)
+	}
 }
 
 // TestDelayedSurvivesRestart: a durable exchange's delayed messages are in

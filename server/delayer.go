@@ -26,6 +26,9 @@ type delayer struct {
 	started  bool
 	stopped  bool
 	cleanups []delayCleanup
+	// stores are the vhost's delaying exchanges that have held a message,
+	// so a round visits only those.
+	stores map[*delayStore]struct{}
 	// recovering holds the start until the store's reference counts are
 	// rebuilt (recoverStorage): a message fired before would be refused.
 	recovering bool
@@ -70,6 +73,33 @@ func (d *delayer) recovered() {
 	d.wake()
 }
 
+// register adds a delaying exchange that holds messages to those a round
+// visits; unregister removes a deleted one.
+func (d *delayer) register(ds *delayStore) {
+	d.mu.Lock()
+	if d.stores == nil {
+		d.stores = make(map[*delayStore]struct{})
+	}
+	d.stores[ds] = struct{}{}
+	d.mu.Unlock()
+}
+
+func (d *delayer) unregister(ds *delayStore) {
+	d.mu.Lock()
+	delete(d.stores, ds)
+	d.mu.Unlock()
+}
+
+// registered copies the registered stores into buf.
+func (d *delayer) registered(buf []*delayStore) []*delayStore {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for ds := range d.stores {
+		buf = append(buf, ds)
+	}
+	return buf
+}
+
 // cleanup queues a deleted exchange's index for the delayer.
 func (d *delayer) cleanup(ix *queueindex.Index, st *vhostStorage) {
 	d.mu.Lock()
@@ -107,11 +137,14 @@ func (d *delayer) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var fired []delayItem
+	var stores []*delayStore
 	for {
 		d.runCleanups()
 		var next int64
 		var more bool
-		fired, next, more = d.fireDue(r, fired)
+		stores = d.registered(stores[:0])
+		fired, next, more = d.fireDue(r, stores, fired)
+		clear(stores)
 		if more {
 			select {
 			case <-d.quit:
@@ -147,10 +180,10 @@ func (vh *Vhost) delayStores() []*delayStore {
 	return out
 }
 
-// fireDue fires every exchange's due messages, up to delayFireBatch each,
+// fireDue fires the due messages of stores, up to delayFireBatch each,
 // and refills heads that ran low. It returns the earliest due time left (0
 // for none) and whether a batch was full, so there may be more due now.
-func (d *delayer) fireDue(r *router, buf []delayItem) ([]delayItem, int64, bool) {
+func (d *delayer) fireDue(r *router, stores []*delayStore, buf []delayItem) ([]delayItem, int64, bool) {
 	var next int64
 	more := false
 	durable := false
@@ -160,7 +193,7 @@ func (d *delayer) fireDue(r *router, buf []delayItem) ([]delayItem, int64, bool)
 	}
 	var batches []firedBatch
 	now := nowMillis()
-	for _, ds := range d.vh.delayStores() {
+	for _, ds := range stores {
 		start := len(buf)
 		buf = ds.popDue(now, delayFireBatch, buf)
 		items := buf[start:]
@@ -238,6 +271,9 @@ func (d *delayer) fire(r *router, ds *delayStore, items []delayItem, now int64) 
 		}
 		res := d.vh.publish(&publishing{r: r, ex: ds.ex, m: m, ttl: m.ttl})
 		clear(r.queues)
+		if res.routed {
+			ds.ex.stats.publishOut.inc() // as the plugin's bump_routed_stats
+		}
 		if h := testHookDelayFired.Load(); h != nil {
 			(*h)(it.due, nowMillis())
 		}

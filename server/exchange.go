@@ -241,7 +241,9 @@ func (r *router) routeOne(ex *Exchange, m *Message) {
 		}
 		ex.mu.RUnlock()
 	}
-	ex.stats.publishIn.inc()
+	if !r.noDelay { // a fired delayed message was counted when published
+		ex.stats.publishIn.inc()
+	}
 	if len(r.queues)+len(r.pending) == before {
 		if alt := ex.alternate(); alt != "" {
 			if ae := ex.vhost.exchange(alt); ae != nil {
