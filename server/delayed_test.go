@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 
@@ -464,5 +465,53 @@ func TestDelayedExchangeDefinitions(t *testing.T) {
 		if x.Name == "dx" && (x.Type != "x-delayed-message" || x.Arguments["x-delayed-type"] != "topic") {
 			t.Fatalf("exported as %+v", x)
 		}
+	}
+}
+
+// TestDelayedDeleteThenKill9 deletes an exchange holding delayed messages and
+// kills the broker at once, before or while its files are removed in the
+// background: the next start removes what is left, and no stored copy of the
+// deleted messages stays live.
+func TestDelayedDeleteThenKill9(t *testing.T) {
+	dir, addr, url := crashEnv(t, "delayed kill -9 test")
+	b := startCrashBroker(t, dir, addr)
+	conn, ch := dialURL(t, url)
+	must(t, ch.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false, amqp091.Table{"x-delayed-type": "direct"}))
+	must(t, ch.ExchangeDeclare("kept", "x-delayed-message", true, false, false, false, amqp091.Table{"x-delayed-type": "direct"}))
+	must(t, ch.Confirm(false))
+	confs := ch.NotifyPublish(make(chan amqp091.Confirmation, 1024))
+	const n = 300
+	for i := range n {
+		ex := "dx"
+		if i%3 == 0 {
+			ex = "kept"
+		}
+		must(t, ch.Publish(ex, "k", false, false, amqp091.Publishing{
+			Headers: amqp091.Table{"x-delay": int32(3600_000)}, Body: []byte(fmt.Sprint(i)), DeliveryMode: 2}))
+	}
+	for range n {
+		if c := nextConfirm(t, confs); !c.Ack {
+			t.Fatal("nacked")
+		}
+	}
+	must(t, ch.ExchangeDelete("dx", false, false))
+	b.kill()
+	conn.Close()
+
+	ts := startServer(t, withDataDir(dir))
+	vh := ts.Vhost("/")
+	if vh.exchange("dx") != nil {
+		t.Fatal("deleted exchange came back")
+	}
+	if got := vh.exchange("kept").MessagesDelayed(); got != n/3 {
+		t.Fatalf("kept exchange holds %d, want %d", got, n/3)
+	}
+	entries, err := os.ReadDir(delayedDir(vh.storage))
+	must(t, err)
+	if len(entries) != 1 {
+		t.Fatalf("delayed directories after restart: %d, want the kept exchange's only", len(entries))
+	}
+	if st, _ := vh.StorageStats(); st.LiveMessages != n/3 {
+		t.Fatalf("%d live messages in the store, want the kept exchange's %d", st.LiveMessages, n/3)
 	}
 }
