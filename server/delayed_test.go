@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -513,5 +514,41 @@ func TestDelayedDeleteThenKill9(t *testing.T) {
 	}
 	if st, _ := vh.StorageStats(); st.LiveMessages != n/3 {
 		t.Fatalf("%d live messages in the store, want the kept exchange's %d", st.LiveMessages, n/3)
+	}
+}
+
+// TestDelayedDeletedLeftoversRemovedAtStart: an exchange deleted while the
+// vhost's delayer is stopped (as at shutdown) leaves its delayed messages'
+// directory; the next start releases their stored copies and removes it.
+func TestDelayedDeletedLeftoversRemovedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir))
+	_, ch := ts.channel(t)
+	for _, ex := range []string{"dx", "kept"} {
+		must(t, ch.ExchangeDeclare(ex, "x-delayed-message", true, false, false, false, amqp091.Table{"x-delayed-type": "direct"}))
+		for range 10 {
+			must(t, ch.Publish(ex, "k", false, false, amqp091.Publishing{Headers: amqp091.Table{"x-delay": int32(3600_000)}, DeliveryMode: 2}))
+		}
+	}
+	vh := ts.Vhost("/")
+	waitFor(t, 5*time.Second, "the delayed publishes", func() bool { return vh.exchange("kept").MessagesDelayed() == 10 })
+	vh.delays.stop() // the cleanup of dx is queued, never run
+	must(t, ch.ExchangeDelete("dx", false, false))
+	must(t, ts.Close())
+	entries, err := os.ReadDir(filepath.Join(vhostDir(dir, "/"), "delayed"))
+	must(t, err)
+	if len(entries) != 2 {
+		t.Fatalf("%d delayed directories before the restart, want the deleted one left over too", len(entries))
+	}
+
+	ts2 := startServer(t, withDataDir(dir))
+	vh2 := ts2.Vhost("/")
+	entries, err = os.ReadDir(delayedDir(vh2.storage))
+	must(t, err)
+	if len(entries) != 1 {
+		t.Fatalf("%d delayed directories after the restart, want 1", len(entries))
+	}
+	if st, _ := vh2.StorageStats(); st.LiveMessages != 10 {
+		t.Fatalf("%d live messages in the store, want the kept exchange's 10", st.LiveMessages)
 	}
 }

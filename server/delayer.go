@@ -109,16 +109,18 @@ func (d *delayer) cleanup(ix *queueindex.Index, st *vhostStorage) {
 }
 
 // stop stops the goroutine and waits for it; cleanups not done yet are
-// closed, and the next start removes them (recoverDelayed).
+// closed, and the next start removes them (recoverDelayed). A second stop
+// does nothing more.
 func (d *delayer) stop() {
 	d.mu.Lock()
+	first := !d.stopped
 	d.stopped = true
 	started := d.started
 	d.mu.Unlock()
-	if started {
+	if started && first {
 		close(d.quit)
-		d.wg.Wait()
 	}
+	d.wg.Wait()
 	d.mu.Lock()
 	cs := d.cleanups
 	d.cleanups = nil
