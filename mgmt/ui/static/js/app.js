@@ -181,7 +181,8 @@ async function tick(page) {
   }
   page.inflight = true;
   try {
-    await page.refresh();
+    page.running = page.refresh();
+    await page.running;
     if (page === state.page) {
       page.errorBox.hidden = true;
       showRefreshed(false);
@@ -269,6 +270,28 @@ function navigate(initial) {
       location.hash = hash;
     },
     refreshNow: () => tick(page),
+    // removing runs the deletion of the object the page shows. Polling
+    // stops first and a refresh in flight is let finish, so no refresh
+    // asks for the object once it is gone (the browser would log the
+    // 404); polling resumes if the deletion fails.
+    removing: async (remove) => {
+      const refresh = page.refresh;
+      page.refresh = null;
+      clearTimeout(state.timer);
+      state.timer = null;
+      if (page.inflight && page.running) {
+        await page.running.catch(() => {});
+      }
+      try {
+        return await remove();
+      } catch (e) {
+        page.refresh = refresh;
+        if (page === state.page) {
+          schedule();
+        }
+        throw e;
+      }
+    },
     loginMessage: state.loginMessage,
   };
   state.page = page;

@@ -62,9 +62,11 @@ function closeForm(connName, page, intro) {
     if (!await confirmAction('Force close connection "' + connName + '"? Its clients see a CONNECTION_FORCED error.', 'Force close')) {
       return null;
     }
-    await api.request('DELETE', api.path('connections', connName), {headers: {'X-Reason': reason.value}});
-    page.go('#/connections');
-    return 'Connection closed.';
+    return page.removing(async () => {
+      await api.request('DELETE', api.path('connections', connName), {headers: {'X-Reason': reason.value}});
+      page.go('#/connections');
+      return 'Connection closed.';
+    });
   }, {class: 'form form-danger', 'aria-label': 'Close connection'}));
 }
 

@@ -117,9 +117,11 @@ export function renderDetail(page) {
     builtin
       ? null
       : deleteSection('exchange "' + name + '"', [['if-unused', 'Only if it has no bindings']], async (q) => {
-        await api.request('DELETE', base + q);
-        page.go('#/exchanges');
-        return 'Exchange "' + name + '" deleted.';
+        return page.removing(async () => {
+          await api.request('DELETE', base + q);
+          page.go('#/exchanges');
+          return 'Exchange "' + name + '" deleted.';
+        });
       }));
 
   page.refresh = async () => {

@@ -238,9 +238,11 @@ export function renderDetail(page) {
     section('Get messages', getForm(vhost, name)),
     section('Purge', h('p', null, 'Purging removes every ready message; unacknowledged messages stay.'), purgeBtn),
     deleteSection('queue "' + name + '"', [['if-empty', 'Only if empty'], ['if-unused', 'Only if it has no consumers']], async (q) => {
-      await api.request('DELETE', base + q);
-      page.go('#/queues');
-      return 'Queue "' + name + '" deleted.';
+      return page.removing(async () => {
+        await api.request('DELETE', base + q);
+        page.go('#/queues');
+        return 'Queue "' + name + '" deleted.';
+      });
     }));
 
   page.refresh = async () => {
