@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/msgstore"
 	"github.com/warrenmq/warren/queueindex"
 )
@@ -217,6 +218,15 @@ type Config struct {
 
 	// ProductVersion is reported to clients in connection.start server-properties.
 	ProductVersion string
+
+	// Cluster, when set, makes the node a member of a cluster: every
+	// definition change is proposed to the metadata Raft group and takes
+	// effect when committed (cluster_node.go). Nil, the default, is a
+	// standalone node, which opens no cluster port and runs no cluster
+	// code. NodeName, DataDir (DataDir/cluster), Version and Logger are
+	// filled from this configuration when empty; a data directory is
+	// required.
+	Cluster *cluster.Config
 }
 
 // DefaultConfig returns a configuration with RabbitMQ's defaults.
@@ -313,6 +323,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		errs = append(errs, errors.New("Logger is nil"))
+	}
+	if c.Cluster != nil && c.DataDir == "" {
+		errs = append(errs, errors.New("a cluster node needs a DataDir (its definitions are the Raft group's state)"))
 	}
 	for _, u := range c.Users {
 		if u.Name == "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/msgstore"
 	"github.com/warrenmq/warren/server"
 )
@@ -73,6 +74,12 @@ var settings = []setting{
 	{"max-consumers-per-channel", 0, "most consumers of one channel; more close the connection with 530 (0 = unlimited)"},
 	{"max-field-table-size", 0, "largest method arguments or message headers table in bytes; larger close the channel with 406 (0 = unlimited)"},
 	{"consumer-timeout", 30 * time.Minute, "close a channel whose delivery stays unacknowledged this long (0 disables)"},
+	{"cluster-listen", "", "inter-node cluster port, host:port, e.g. :25672 (empty: a standalone node, no cluster port)"},
+	{"cluster-advertise", "", "host:port other nodes dial to reach this one (default: cluster-listen's address)"},
+	{"cluster-seeds", []string{}, "host:port of cluster nodes to join, comma-separated (a node may list itself)"},
+	{"cluster-bootstrap-expect", 0, "nodes to wait for before the first election of a new cluster (0: only join an existing one)"},
+	{"cluster-name", "warren", "the cluster's name: equal on every node, part of every inter-node handshake"},
+	{"cluster-secret", "", "shared secret (at least 16 characters) authenticating and keying all cluster traffic; required with cluster-listen"},
 }
 
 // usageHeader precedes the flags in warren --help.
@@ -247,7 +254,42 @@ func toServerConfig(v *viper.Viper) (server.Config, error) {
 		return cfg, err
 	}
 	cfg.Logger = logger
+	cfg.Cluster, err = clusterConfig(v)
+	if err != nil {
+		return cfg, err
+	}
 	return cfg, cfg.Validate()
+}
+
+// clusterConfig is the cluster part of the configuration: nil for a
+// standalone node (no cluster-listen), which runs no cluster code at all.
+// The node name, data directory and logger come from the server's
+// configuration (server.New fills them in).
+func clusterConfig(v *viper.Viper) (*cluster.Config, error) {
+	listen := v.GetString("cluster-listen")
+	if listen == "" {
+		for _, key := range []string{"cluster-advertise", "cluster-secret"} {
+			if v.GetString(key) != "" {
+				return nil, fmt.Errorf("%s is set but cluster-listen is empty", key)
+			}
+		}
+		if len(v.GetStringSlice("cluster-seeds")) > 0 || v.GetInt("cluster-bootstrap-expect") != 0 {
+			return nil, errors.New("cluster-seeds or cluster-bootstrap-expect is set but cluster-listen is empty")
+		}
+		return nil, nil
+	}
+	secret := v.GetString("cluster-secret")
+	if len(secret) < cluster.MinSecretLen {
+		return nil, fmt.Errorf("cluster-secret is required with cluster-listen and must be at least %d characters", cluster.MinSecretLen)
+	}
+	c := cluster.DefaultConfig()
+	c.BindAddr = listen
+	c.AdvertiseAddr = v.GetString("cluster-advertise")
+	c.Seeds = v.GetStringSlice("cluster-seeds")
+	c.BootstrapExpect = v.GetInt("cluster-bootstrap-expect")
+	c.ClusterName = v.GetString("cluster-name")
+	c.Secret = secret
+	return c, nil
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {
