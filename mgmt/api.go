@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -66,8 +67,9 @@ func New(cfg Config) (*API, error) {
 	// SetMaxThreads has no getter: set a higher limit and restore the old one.
 	a.maxThreads = debug.SetMaxThreads(1 << 30)
 	debug.SetMaxThreads(a.maxThreads)
-	// The node's name is the cluster name until one is set; it is not stored.
-	a.srv.SetDefaultClusterName(a.srv.NodeName())
+	// The node's name (a cluster's configured name) is the cluster name
+	// until one is set; it is not stored.
+	a.srv.SetDefaultClusterName(cmp.Or(a.srv.ClusterConfigName(), a.srv.NodeName()))
 	a.routes = a.buildRoutes()
 	a.stats = newSampler(a.srv, cfg.StatsInterval, cfg.StatsHistory, cfg.ObjectHistory)
 	a.stats.sample(time.Now())

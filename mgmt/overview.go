@@ -180,16 +180,28 @@ func (a *API) getFeatureFlags(rq *request) error {
 }
 
 func (a *API) listNodes(rq *request) error {
+	if nodes, ok := a.clusterNodes(rq); ok {
+		writeJSON(rq.w, http.StatusOK, nodes)
+		return nil
+	}
 	writeJSON(rq.w, http.StatusOK, []any{a.nodeJSON()})
 	return nil
 }
 
 func (a *API) getNode(rq *request) error {
-	if rq.param("node") != a.srv.NodeName() {
-		return errNotFound
+	name := rq.param("node")
+	if name == a.srv.NodeName() {
+		writeJSON(rq.w, http.StatusOK, a.nodeJSON())
+		return nil
 	}
-	writeJSON(rq.w, http.StatusOK, a.nodeJSON())
-	return nil
+	nodes, _ := a.clusterNodes(rq)
+	for _, n := range nodes {
+		if m, ok := n.(map[string]any); ok && m["name"] == name {
+			writeJSON(rq.w, http.StatusOK, m)
+			return nil
+		}
+	}
+	return errNotFound
 }
 
 // nodeJSON describes this node. Erlang-only figures map to their Go

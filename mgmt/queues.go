@@ -19,7 +19,7 @@ func (a *API) queueBasicJSON(q *server.Queue, totals bool) map[string]any {
 	info := q.Info()
 	m := map[string]any{
 		"name": info.Name, "vhost": info.Vhost, "durable": info.Durable, "auto_delete": info.AutoDelete,
-		"exclusive": info.Exclusive, "arguments": tableJSON(info.Arguments), "node": a.srv.NodeName(), "type": "classic",
+		"exclusive": info.Exclusive, "arguments": tableJSON(info.Arguments), "node": q.HomeNode(a.srv.NodeName()), "type": "classic",
 	}
 	if t, ok := info.Arguments["x-queue-type"].(string); ok && t != "" {
 		m["type"] = t
@@ -67,7 +67,7 @@ func (a *API) queueJSON(q *server.Queue, q0 sampleQuery) map[string]any {
 	d := a.stats.queueDetails(q, q0)
 	m := map[string]any{
 		"name": st.Name, "vhost": st.Vhost, "type": st.Type, "durable": st.Durable, "auto_delete": st.AutoDelete,
-		"exclusive": st.Exclusive, "arguments": tableJSON(st.Arguments), "node": a.srv.NodeName(), "state": "running",
+		"exclusive": st.Exclusive, "arguments": tableJSON(st.Arguments), "node": q.HomeNode(a.srv.NodeName()), "state": "running",
 		"consumers": st.Consumers, "consumer_capacity": st.ConsumerCapacity, "consumer_utilisation": st.ConsumerCapacity,
 		"message_bytes_ready": st.ReadyBytes, "messages_ready_ram": st.InMemory, "messages_paged_out": st.OnDisk,
 		"policy": nullIfEmpty(st.Policy), "operator_policy": nullIfEmpty(st.OperatorPolicy),

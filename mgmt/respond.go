@@ -80,6 +80,8 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &he):
 		writeJSON(w, he.status, he.body)
+	case server.IsClusterUnavailable(err):
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{"service_unavailable", clusterUnavailableReason(err)})
 	case errors.As(err, &ae):
 		switch ae.Code {
 		case amqp.NotFound:

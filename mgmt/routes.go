@@ -32,6 +32,7 @@ func (a *API) nodeRoutes(t *routeTable) {
 	t.handle(put, "cluster-name", authAdmin, a.putClusterName)
 	t.handle(get, "nodes", authMonitor, a.listNodes)
 	t.handle(get, "nodes/{node}", authMonitor, a.getNode)
+	t.handle(get, "cluster", authMonitor, a.getCluster)
 	t.handle(get, "extensions", authMgmt, a.getExtensions)
 	t.handle(get, "feature-flags", authAdmin, a.getFeatureFlags)
 	// Warren has no federation links yet; the list exists, empty, for

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/warrenmq/warren/cluster"
 )
 
 // Resource alarms, as RabbitMQ names them in connection.blocked reasons.
@@ -97,9 +99,11 @@ func (s *Server) SetDiskFreeLimit(bytes uint64) {
 func (s *Server) resourceMonitor() {
 	t := time.NewTicker(s.cfg.MemoryCheckInterval)
 	defer t.Stop()
+	var gossiped cluster.Alarms
 	for {
 		s.checkMemory()
 		s.checkDisk()
+		s.gossipAlarms(&gossiped)
 		select {
 		case <-s.quit:
 			return

@@ -86,6 +86,11 @@ func asAMQP(err error, method uint32) *amqp.Error {
 	if errors.As(err, &r) {
 		return r.AMQP()
 	}
+	var cu *ClusterUnavailableError
+	if errors.As(err, &cu) {
+		// A connection error, as RabbitMQ's for a metadata store timeout.
+		return amqp.NewError(amqp.InternalError, method, "%s", cu.Reason())
+	}
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
 		return ae
@@ -124,6 +129,13 @@ func (s *Server) apply(c Command) error {
 
 // applyValue is apply returning the command's local result.
 func (s *Server) applyValue(c Command) (any, error) {
+	if s.cluster != nil {
+		c, err := s.proposable(c)
+		if err != nil {
+			return nil, err
+		}
+		return s.propose(c)
+	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	return s.applyOneLocked(c)

@@ -454,21 +454,48 @@ func TestSnapshotRestoreMeta(t *testing.T) {
 	}
 }
 
-// TestQueueHomedElsewhereIsRefused applies a DeclareQueue whose home is
-// another node: this node creates no storage and stores nothing for it
-// until queues on other nodes are served (the proxy of cluster wave 2).
-func TestQueueHomedElsewhereIsRefused(t *testing.T) {
+// TestQueueHomedElsewhereIsNotServedYet applies a DeclareQueue whose home
+// is another node: every node applies the same declare, so it is accepted
+// and listed with its home, but this node creates no storage for it, and
+// until the remote queue proxy serves it basic.get is refused with
+// RabbitMQ's 404 for a queue whose home node is down, and a publish routed
+// to it is nacked.
+func TestQueueHomedElsewhereIsNotServedYet(t *testing.T) {
 	ts := startServer(t, withDataDir(t.TempDir()))
 	res, err := ts.ApplyCommitted(1, encodeAll(t,
 		DeclareQueue{Vhost: "/", Name: "elsewhere", Durable: true, Node: "warren@other"},
 		DeclareQueue{Vhost: "/", Name: "here", Durable: true, Node: ts.NodeName()},
+		Bind{Vhost: "/", Source: "amq.direct", Destination: "elsewhere", DestinationType: "queue", RoutingKey: "e"},
 	))
 	must(t, err)
-	if refusedCode(res[0]) != amqp.NotImplemented || res[1] != nil {
-		t.Fatalf("results %v, want 540 and nil", res)
+	if res[0] != nil || res[1] != nil || res[2] != nil {
+		t.Fatalf("results %v, want all nil", res)
 	}
-	if ts.Vhost("/").queue("elsewhere") != nil || ts.Vhost("/").queue("here") == nil {
-		t.Fatal("the queue homed elsewhere was created, or the local one was not")
+	q := ts.Vhost("/").queue("elsewhere")
+	if q == nil || q.HomeNode(ts.NodeName()) != "warren@other" || q.index != nil {
+		t.Fatalf("the queue homed elsewhere: %+v", q)
+	}
+	if here := ts.Vhost("/").queue("here"); here == nil || here.HomeNode(ts.NodeName()) != ts.NodeName() || here.index == nil {
+		t.Fatal("the local queue was not created with its index")
+	}
+	_, ch := ts.channel(t)
+	_, _, err = ch.Get("elsewhere", true)
+	expectCode(t, err, amqp.NotFound)
+	if !strings.Contains(err.Error(), "home node 'warren@other' of queue 'elsewhere' in vhost '/' is down or inaccessible") {
+		t.Fatalf("basic.get: %v", err)
+	}
+	_, ch = ts.channel(t)
+	_, err = ch.QueuePurge("elsewhere", false)
+	expectCode(t, err, amqp.NotFound)
+	_, ch = ts.channel(t)
+	_, err = ch.Consume("elsewhere", "", false, false, false, false, nil)
+	expectCode(t, err, amqp.NotFound)
+	_, ch = ts.channel(t)
+	must(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+	must(t, ch.Publish("amq.direct", "e", false, false, amqp091.Publishing{Body: []byte("x")}))
+	if c := nextConfirm(t, confirms); c.Ack {
+		t.Fatal("a publish to a queue homed elsewhere was confirmed")
 	}
 }
 

@@ -482,13 +482,15 @@ func (h localHome) create(q *Queue) error {
 
 func (localHome) undo(q *Queue) { q.h.delete() }
 
-// remoteHome is a queue homed on another node: the proxy that forwards to
-// it is not built yet (cluster wave 2), so such a declare is refused.
+// remoteHome is a queue homed on another node: every node has the queue in
+// its definitions (and routes to it), only the home node has its storage.
+// The queue here is served through remoteQueue (cluster_queues.go). It
+// must not refuse: every node applies the same declare.
 type remoteHome struct{ node string }
 
 func (h remoteHome) create(q *Queue) error {
-	return refusef(amqp.NotImplemented, methodQueueDeclare, "%s is homed on node '%s': queues on other nodes are not served yet",
-		describeQueue(q.name, q.vhost.name), h.node)
+	makeRemote(q, h.node)
+	return nil
 }
 
 func (remoteHome) undo(*Queue) {}

@@ -103,6 +103,9 @@ type metaQueue struct {
 	Name       string `json:"name"`
 	AutoDelete bool   `json:"auto_delete"`
 	Arguments  []byte `json:"arguments"`
+	// Node is the queue's home in a cluster when it is not the node
+	// holding this meta.db; absent for a queue homed here.
+	Node string `json:"node,omitempty"`
 }
 
 type metaBinding struct {

@@ -56,7 +56,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	var loaded []*Queue
 	err = loadEach(s, bucketQueues, func(mq metaQueue) error {
 		q, err := s.loadQueue(mq)
-		if err == nil {
+		if err == nil && q.homedHere() {
 			loaded = append(loaded, q)
 		}
 		return err
@@ -131,6 +131,10 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 		return nil, aerr
 	}
 	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
+	if s.cluster != nil && mq.Node != "" && mq.Node != s.cfg.NodeName {
+		// Homed on another node: no files here (queueHome).
+		makeRemote(q, mq.Node)
+	}
 	vh.queues[mq.Name] = q
 	return q, nil
 }

@@ -32,7 +32,11 @@ type Queue struct {
 	owner *conn // the declaring connection of an exclusive queue, when it is on this node
 	// ownerRef names the owner of an exclusive queue (DeclareQueue.Owner).
 	ownerRef *OwnerRef
-	created  time.Time
+	// home is the node holding the queue's data when it is not this one
+	// (a cluster's queue declared on another node); "" is this node. Set
+	// before the queue is installed, never changed.
+	home    string
+	created time.Time
 
 	mu      sync.Mutex
 	ready   readySet

@@ -46,9 +46,13 @@ type Server struct {
 	// appliedIndex is the last Raft log index applied (ApplyCommitted),
 	// kept in meta.db with the definitions; guarded by applyMu.
 	appliedIndex uint64
-	users        *users
-	alarms       alarms
-	replies      replyRegistry
+	// cluster is the node's cluster membership; nil on a standalone node,
+	// whose apply takes the direct path (cluster_node.go).
+	cluster *clusterMember
+	started time.Time // New's time, the node's uptime in a cluster's status
+	users   *users
+	alarms  alarms
+	replies replyRegistry
 	// admin is the management API's state: cluster name, topic permissions,
 	// the channel registry and closed channels' counters (admin.go).
 	admin adminState
@@ -98,6 +102,10 @@ func New(cfg Config) (*Server, error) {
 		fds: newFDBudget(descriptorLimit()),
 	}
 	s.users.apply = s.apply
+	s.started = time.Now()
+	if cfg.Cluster != nil {
+		s.cluster = newClusterMember(&cfg)
+	}
 	if err := s.loadTLS(); err != nil {
 		return nil, err
 	}
@@ -139,7 +147,12 @@ func New(cfg Config) (*Server, error) {
 	s.nodeID = id
 	started := time.Now()
 	firstBoot, err := s.loadDefinitions()
-	if err == nil {
+	switch {
+	case err != nil:
+	case s.cluster != nil:
+		// Not applied locally: the cluster's log has them (cluster_boot.go).
+		err = s.prepareClusterBoot(firstBoot)
+	default:
 		err = s.applyConfigDefinitions(firstBoot)
 	}
 	if err == nil {
@@ -227,10 +240,18 @@ func (s *Server) Start() error {
 	if err != nil {
 		return &ListenError{Field: "AMQPListen", Addr: s.cfg.AMQPListen, Err: err}
 	}
+	if s.cluster != nil {
+		// Before clients: Raft replays what meta.db does not have yet.
+		if err := s.startCluster(); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	if s.cfg.AMQPSListen != "" {
 		tln, err := net.Listen("tcp", s.cfg.AMQPSListen)
 		if err != nil {
 			ln.Close()
+			s.stopCluster()
 			return &ListenError{Field: "AMQPSListen", Addr: s.cfg.AMQPSListen, Err: err}
 		}
 		s.amqpsLn = tls.NewListener(tln, s.tls)
@@ -367,6 +388,9 @@ func (s *Server) Close() error {
 			c.forceClose(amqp.ConnectionForced, "broker forced connection closure with reason 'shutdown'")
 		}
 		s.wg.Wait()
+		// After the connections, whose exclusive queues are deleted
+		// through the cluster; before storage, which the FSM writes.
+		s.stopCluster()
 		s.log.Info("stopping: checkpointing message stores and queue indexes")
 		s.shutdownStorage()
 		s.closeMeta()
@@ -463,6 +487,15 @@ func (s *Server) tickClock() {
 // (prepareDeclareVhost: its files first, then its record), or returns the
 // existing one unchanged.
 func (s *Server) addVhost(name string, m VhostMeta) (*Vhost, error) {
+	if s.cluster != nil {
+		if vh := s.Vhost(name); vh != nil {
+			return vh, nil
+		}
+		if _, err := s.propose(DeclareVhost{Name: name, Meta: m}); err != nil {
+			return nil, err
+		}
+		return s.Vhost(name), nil
+	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if vh := s.Vhost(name); vh != nil {

@@ -498,6 +498,10 @@ func (vh *Vhost) removeQueueAndUnlock(q *Queue) ([]*consumer, int) {
 // cleanup (its connection closed) and x-expires.
 func (vh *Vhost) removeQueue(q *Queue, why string) {
 	s := vh.srv
+	if s.cluster != nil {
+		vh.removeQueueInCluster(q, why)
+		return
+	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if vh.queue(q.name) != q {

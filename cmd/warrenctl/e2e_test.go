@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +287,22 @@ func TestE2EDefinitionsUsersAndStatus(t *testing.T) {
 	}
 	if r := b.ctl(t, "status"); r.code != exitUnavailable || !strings.Contains(r.stderr, "connection refused") {
 		t.Errorf("after the API closed: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// TestE2EClusterStatusStandalone: cluster status of a standalone node
+// shows it alone, in a table and as the API's JSON.
+func TestE2EClusterStatusStandalone(t *testing.T) {
+	b := startBroker(t)
+	r := b.ctl(t, "cluster", "status").mustOK(t)
+	name := b.srv.NodeName()
+	if !strings.Contains(r.stdout, "Node:") || !strings.Contains(r.stdout, name+" (standalone)") ||
+		!regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`\s+alive\s+standalone`).MatchString(r.stdout) {
+		t.Fatalf("cluster status:\n%s", r.stdout)
+	}
+	r = b.ctl(t, "--format", "json", "cluster", "status").mustOK(t)
+	var st map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st["mode"] != "standalone" {
+		t.Fatalf("cluster status json: %v %s", err, r.stdout)
 	}
 }

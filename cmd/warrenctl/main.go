@@ -84,7 +84,7 @@ type command struct {
 func commands() []*command {
 	var all []*command
 	for _, group := range [][]*command{listCommands(), declareCommands(), messageCommands(),
-		connectionCommands(), definitionCommands(), userCommands(), statusCommands()} {
+		connectionCommands(), definitionCommands(), userCommands(), statusCommands(), clusterCommands()} {
 		all = append(all, group...)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })

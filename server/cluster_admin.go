@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster"
+)
+
+// The cluster as the management API and warrenctl see it: members from
+// gossip (state, alarm bits, version), this node's Raft view, and what
+// only a member itself knows (uptime, memory) asked of it over the rpc
+// plane.
+
+// methodNodeInfo is the rpc method a member answers with its NodeStats.
+const methodNodeInfo = "warren.node-info"
+
+// nodeInfoTimeout bounds the fan-out of ClusterStatus to each member.
+const nodeInfoTimeout = time.Second
+
+// NodeStats is what a member reports of itself.
+type NodeStats struct {
+	UptimeMillis int64  `json:"uptime"`
+	MemoryUsed   uint64 `json:"mem_used"`
+	MemoryLimit  uint64 `json:"mem_limit"`
+	DiskLimit    uint64 `json:"disk_free_limit"`
+}
+
+// ClusterMember is one node of the cluster.
+type ClusterMember struct {
+	Name, Addr, State      string // State: alive, dead, left
+	Running                bool
+	Self, Voter, Leader    bool
+	MemoryAlarm, DiskAlarm bool // gossiped alarm bits
+	Version                string
+	Stats                  *NodeStats // nil when the member did not answer
+	StatsError             string
+}
+
+// ClusterStatus is this node's view of the cluster.
+type ClusterStatus struct {
+	ClusterName, Node, RaftState, Leader string
+	Term, CommitIndex, AppliedIndex      uint64
+	Voters, NonVoters                    []string
+	JoinError                            string
+	Members                              []ClusterMember
+}
+
+// IsCluster reports whether the node is a member of a cluster.
+func (s *Server) IsCluster() bool { return s.cluster != nil }
+
+// ClusterConfigName is the configured cluster name, "" on a standalone
+// node.
+func (s *Server) ClusterConfigName() string {
+	if s.cluster == nil {
+		return ""
+	}
+	return s.cluster.cfg.ClusterName
+}
+
+// ClusterStatus returns the cluster's members and Raft state; ok is false
+// on a standalone node. The members' own figures are asked in parallel,
+// each within nodeInfoTimeout.
+func (s *Server) ClusterStatus(ctx context.Context) (st ClusterStatus, ok bool) {
+	if s.cluster == nil || s.cluster.node == nil {
+		return st, false
+	}
+	node := s.cluster.node
+	rs := node.Status()
+	st = ClusterStatus{
+		ClusterName: s.cluster.cfg.ClusterName, Node: rs.Name, RaftState: rs.RaftState, Leader: rs.Leader,
+		Term: rs.Term, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
+		Voters: rs.Voters, NonVoters: rs.NonVoters, JoinError: rs.JoinError,
+	}
+	st.Members = make([]ClusterMember, len(rs.Members))
+	var wg sync.WaitGroup
+	for i, m := range rs.Members {
+		cm := ClusterMember{
+			Name: m.Name, Addr: m.Addr, State: m.State.String(), Running: m.State == cluster.StateAlive,
+			Self: m.Name == rs.Name, Voter: slices.Contains(rs.Voters, m.Name), Leader: m.Name == rs.Leader,
+			MemoryAlarm: m.Alarms&cluster.AlarmMemory != 0, DiskAlarm: m.Alarms&cluster.AlarmDisk != 0,
+			Version: m.Version,
+		}
+		st.Members[i] = cm
+		switch {
+		case cm.Self:
+			stats := s.nodeStats()
+			st.Members[i].Stats = &stats
+		case cm.Running:
+			wg.Add(1)
+			go func(i int, addr string) {
+				defer wg.Done()
+				st.Members[i].Stats, st.Members[i].StatsError = s.askNodeStats(ctx, addr)
+			}(i, m.Addr)
+		}
+	}
+	wg.Wait()
+	return st, true
+}
+
+func (s *Server) askNodeStats(ctx context.Context, addr string) (*NodeStats, string) {
+	ctx, cancel := context.WithTimeout(ctx, nodeInfoTimeout)
+	defer cancel()
+	out, err := s.cluster.node.CallRPC(ctx, addr, methodNodeInfo, nil)
+	if err != nil {
+		return nil, err.Error()
+	}
+	var ns NodeStats
+	if err := json.Unmarshal(out, &ns); err != nil {
+		return nil, err.Error()
+	}
+	return &ns, ""
+}
+
+func (s *Server) nodeStats() NodeStats {
+	return NodeStats{
+		UptimeMillis: time.Since(s.started).Milliseconds(), MemoryUsed: MemoryUsed(),
+		MemoryLimit: s.watermark.Load(), DiskLimit: s.diskLimit.Load(),
+	}
+}
+
+// handleNodeInfo answers methodNodeInfo.
+func (s *Server) handleNodeInfo(context.Context, string, []byte) ([]byte, error) {
+	return json.Marshal(s.nodeStats())
+}
+
+// gossipAlarms publishes this node's alarm bits when they changed since
+// the last call (the resource monitor calls it after each check).
+func (s *Server) gossipAlarms(last *cluster.Alarms) {
+	if s.cluster == nil || s.cluster.node == nil {
+		return
+	}
+	var a cluster.Alarms
+	if s.MemoryAlarm() {
+		a |= cluster.AlarmMemory
+	}
+	if s.DiskAlarm() {
+		a |= cluster.AlarmDisk
+	}
+	if a == *last {
+		return
+	}
+	if err := s.cluster.node.SetAlarms(a); err != nil {
+		s.log.Warn("gossiping the resource alarms", "err", err)
+		return
+	}
+	*last = a
+}
+
+// IsClusterUnavailable reports whether err is a definition change that
+// failed for want of a Raft majority, also once turned into the AMQP error
+// a client gets (asAMQP), for the management API's 503.
+func IsClusterUnavailable(err error) bool {
+	if errors.Is(err, ErrClusterUnavailable) {
+		return true
+	}
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == amqp.InternalError && strings.Contains(ae.Text, clusterUnavailableText)
+}

@@ -1,0 +1,349 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/cluster"
+)
+
+// A node with Config.Cluster is a member of a cluster: its definitions are
+// the state of the metadata Raft group (package cluster). Server.apply
+// proposes each command (propose) and returns once this node's FSM has
+// applied the committed entry, with the same result and local value the
+// standalone apply gives; the FSM (metaFSM) applies committed entries
+// through ApplyCommitted's batch apply on every node. A standalone node
+// (Config.Cluster nil) never reaches this file: s.cluster is nil and apply
+// takes the direct path.
+
+// clusterMember is the cluster side of a Server.
+type clusterMember struct {
+	cfg  cluster.Config
+	node *cluster.Node // set by startCluster
+
+	// seq numbers this node's proposals; waiting maps the sequence of a
+	// proposal in flight to the slot its apply on this node fills, so the
+	// proposer gets its command's local value (a declared *Queue, the
+	// messages a delete dropped). Only proposals being waited for have a
+	// slot, so the map is bounded by the callers in flight.
+	seq     atomic.Uint64
+	mu      sync.Mutex
+	waiting map[uint64]*applyResult
+
+	// standaloneData is set when the node started with definitions of its
+	// own and no Raft state: it may only become the first node of a
+	// cluster, and then seeds the log with them (cluster_boot.go).
+	standaloneData bool
+	// firstBoot: meta.db was created by this start.
+	firstBoot bool
+}
+
+// applyResult is what the apply of one proposal gave on this node.
+type applyResult struct {
+	done bool
+	val  any
+	err  error
+}
+
+// proposal is the data of one metadata log entry: the commands, applied
+// in order in one transaction, and who proposed it (so the proposer can
+// take its local value).
+type proposal struct {
+	From     string            `json:"from"`
+	Seq      uint64            `json:"seq"`
+	Commands []json.RawMessage `json:"commands"`
+}
+
+func newClusterMember(cfg *Config) *clusterMember {
+	c := *cfg.Cluster
+	if c.NodeName == "" {
+		c.NodeName = cfg.NodeName
+	}
+	if c.DataDir == "" {
+		c.DataDir = filepath.Join(cfg.DataDir, "cluster")
+	}
+	if c.Version == "" {
+		c.Version = cfg.ProductVersion
+	}
+	if c.Logger == nil {
+		c.Logger = cfg.Logger
+	}
+	return &clusterMember{cfg: c, waiting: make(map[uint64]*applyResult)}
+}
+
+// startCluster starts the cluster node: its port, gossip, and the Raft
+// group whose FSM is this server's definitions. Raft replays the log
+// entries meta.db does not have before the node serves clients.
+func (s *Server) startCluster() error {
+	cm := s.cluster
+	node, err := cluster.New(&cm.cfg, metaFSM{s})
+	if err != nil {
+		return fmt.Errorf("server: starting the cluster node: %w", err)
+	}
+	cm.node = node
+	node.HandleRPC(methodNodeInfo, s.handleNodeInfo)
+	s.log.Info("cluster node started", "cluster_addr", node.Addr(), "cluster", cm.cfg.ClusterName)
+	s.goFunc(s.seedWhenBootstrapped)
+	return nil
+}
+
+// stopCluster leaves Raft and gossip running no longer; the node's place
+// in the cluster is kept (it resumes it on restart).
+func (s *Server) stopCluster() {
+	if s.cluster == nil || s.cluster.node == nil {
+		return
+	}
+	if err := s.cluster.node.Shutdown(); err != nil {
+		s.log.Error("stopping the cluster node", "err", err)
+	}
+}
+
+// ClusterNode returns the node's cluster membership, nil on a standalone
+// node (for the management API and tests).
+func (s *Server) ClusterNode() *cluster.Node {
+	if s.cluster == nil {
+		return nil
+	}
+	return s.cluster.node
+}
+
+// propose replicates cmds as one log entry and returns, once this node
+// applied it, the local value and result of the last command (the only
+// one, except for the seed entry).
+func (s *Server) propose(cmds ...Command) (any, error) {
+	cm := s.cluster
+	p := proposal{From: cm.cfg.NodeName, Seq: cm.seq.Add(1)}
+	for _, c := range cmds {
+		raw, err := EncodeCommand(c)
+		if err != nil {
+			return nil, err
+		}
+		p.Commands = append(p.Commands, raw)
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("server: encoding a proposal: %w", err)
+	}
+	slot := &applyResult{}
+	cm.mu.Lock()
+	cm.waiting[p.Seq] = slot
+	cm.mu.Unlock()
+	defer func() {
+		cm.mu.Lock()
+		delete(cm.waiting, p.Seq)
+		cm.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), cm.cfg.ProposeTimeout)
+	defer cancel()
+	result, err := cm.node.Propose(ctx, data)
+	if err != nil {
+		return nil, &ClusterUnavailableError{What: describeCommand(cmds[len(cmds)-1]), Timeout: cm.cfg.ProposeTimeout, Err: err}
+	}
+	cm.mu.Lock()
+	got := *slot
+	cm.mu.Unlock()
+	if got.done {
+		return got.val, got.err
+	}
+	// Applied, but not by this process's slot (cannot happen for a fresh
+	// proposal; kept for safety): the FSM's result, without a value.
+	return nil, result
+}
+
+// deliver hands the apply's value and result of this node's proposal seq
+// to its waiting proposer, if it still waits.
+func (cm *clusterMember) deliver(seq uint64, val any, err error) {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	if slot := cm.waiting[seq]; slot != nil {
+		*slot = applyResult{done: true, val: val, err: err}
+	}
+}
+
+// ErrClusterUnavailable is the sentinel of ClusterUnavailableError.
+var ErrClusterUnavailable = errors.New("cluster metadata unavailable")
+
+// ClusterUnavailableError is a definition change that could not be
+// committed in time: no Raft majority answered within the propose timeout
+// (or this node could not apply the committed entry in time). Nothing
+// diverges: the change either never commits or commits everywhere.
+type ClusterUnavailableError struct {
+	What    string // "declare queue 'q' in vhost '/'"
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *ClusterUnavailableError) Error() string { return e.Reason() + ": " + e.Err.Error() }
+
+// Reason is the text a client gets: RabbitMQ's (Khepri's) words for a
+// metadata change that timed out, and why. It fits an AMQP reply text.
+func (e *ClusterUnavailableError) Reason() string {
+	return fmt.Sprintf("failed to %s because the operation timed out (%s: no Raft majority within %s)",
+		e.What, clusterUnavailableText, e.Timeout)
+}
+
+// clusterUnavailableText marks the reply text of a ClusterUnavailableError.
+const clusterUnavailableText = "cluster metadata unavailable"
+
+func (e *ClusterUnavailableError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrClusterUnavailable) true.
+func (e *ClusterUnavailableError) Is(target error) bool { return target == ErrClusterUnavailable }
+
+// metaFSM is the metadata Raft group's state machine: this server's
+// definitions (cluster.FSM).
+type metaFSM struct{ s *Server }
+
+// ApplyBatch applies each committed entry with its index: its commands in
+// one meta.db transaction recording the index (applyCommitted). A storage
+// failure stops the node: serving state meta.db does not hold would
+// diverge from the cluster.
+func (f metaFSM) ApplyBatch(entries []cluster.Entry) []error {
+	out := make([]error, len(entries))
+	for i, e := range entries {
+		out[i] = f.s.applyEntry(e)
+	}
+	return out
+}
+
+func (f metaFSM) AppliedIndex() uint64 { return f.s.AppliedIndex() }
+
+func (f metaFSM) Snapshot(w io.Writer) error { return f.s.SnapshotMeta(w) }
+
+// Restore would replace the definitions of a running node by a snapshot;
+// a running server cannot swap meta.db under its vhosts and queues yet, so
+// it refuses and Raft retries (the log is kept for TrailingLogs entries,
+// which a joiner normally replays instead).
+func (f metaFSM) Restore(r io.Reader) error {
+	return errors.New("server: installing a definitions snapshot into a running node is not supported yet; restart the node with an empty data directory to rejoin")
+}
+
+// applyEntry applies one committed entry and gives the proposer, when it
+// is this node, its local value.
+func (s *Server) applyEntry(e cluster.Entry) error {
+	var p proposal
+	if err := json.Unmarshal(e.Data, &p); err != nil {
+		// Deterministic: every node fails to decode the same bytes. The
+		// index still advances (an empty batch records it).
+		s.recordIndexOnly(e.Index)
+		return fmt.Errorf("server: undecodable metadata entry %d: %w", e.Index, err)
+	}
+	cmds := make([]Command, 0, len(p.Commands))
+	var decodeErr error
+	for _, raw := range p.Commands {
+		c, err := DecodeCommand(raw)
+		if err != nil {
+			decodeErr = errors.Join(decodeErr, err)
+			continue
+		}
+		cmds = append(cmds, c)
+	}
+	vals, errs, fatal := s.applyCommittedBatch(e.Index, cmds)
+	if fatal != nil {
+		s.log.Error("cannot store a committed definition change; stopping the node", "index", e.Index, "err", fatal)
+		panic(fmt.Sprintf("server: applying metadata entry %d: %v", e.Index, fatal))
+	}
+	result := decodeErr
+	var val any
+	for i := range cmds {
+		if errs[i] != nil {
+			result = errors.Join(result, errs[i])
+		}
+		val = vals[i]
+	}
+	if p.From == s.cluster.cfg.NodeName {
+		s.cluster.deliver(p.Seq, val, result)
+	}
+	return result
+}
+
+// applyCommittedBatch is ApplyCommitted with decoded commands and their
+// local values. An entry at or below the applied index is skipped.
+func (s *Server) applyCommittedBatch(index uint64, cmds []Command) ([]any, []error, error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if index <= s.appliedIndex {
+		return make([]any, len(cmds)), make([]error, len(cmds)), nil
+	}
+	return s.applyLocked(index, cmds)
+}
+
+func (s *Server) recordIndexOnly(index uint64) {
+	if _, _, fatal := s.applyCommittedBatch(index, nil); fatal != nil {
+		panic(fmt.Sprintf("server: recording metadata index %d: %v", index, fatal))
+	}
+}
+
+// describeCommand names what a command does, for the error a client gets
+// when it cannot be committed (RabbitMQ's Khepri wording: "failed to
+// declare exchange 'x' in vhost '/' because the operation timed out").
+func describeCommand(c Command) string {
+	switch c := c.(type) {
+	case DeclareExchange:
+		return fmt.Sprintf("declare exchange '%s' in vhost '%s'", c.Name, c.Vhost)
+	case DeleteExchange:
+		return fmt.Sprintf("delete exchange '%s' in vhost '%s'", c.Name, c.Vhost)
+	case DeclareQueue:
+		return fmt.Sprintf("declare queue '%s' in vhost '%s'", c.Name, c.Vhost)
+	case DeleteQueue:
+		return fmt.Sprintf("delete queue '%s' in vhost '%s'", c.Name, c.Vhost)
+	case Bind:
+		return fmt.Sprintf("bind '%s' to %s '%s' in vhost '%s'", c.Source, c.DestinationType, c.Destination, c.Vhost)
+	case Unbind:
+		return fmt.Sprintf("unbind '%s' from %s '%s' in vhost '%s'", c.Source, c.DestinationType, c.Destination, c.Vhost)
+	case DeclareVhost:
+		return fmt.Sprintf("declare vhost '%s'", c.Name)
+	case DeleteVhost:
+		return fmt.Sprintf("delete vhost '%s'", c.Name)
+	case PutUser:
+		return fmt.Sprintf("put user '%s'", c.Name)
+	case DeleteUser:
+		return fmt.Sprintf("delete user '%s'", c.Name)
+	case SetPolicy:
+		return fmt.Sprintf("set policy '%s' in vhost '%s'", c.Policy.Name, c.Policy.Vhost)
+	case ClearPolicy:
+		return fmt.Sprintf("clear policy '%s' in vhost '%s'", c.Name, c.Vhost)
+	}
+	return "apply " + commandType(c)
+}
+
+// removeQueueInCluster proposes the delete of q by auto-delete, exclusive
+// cleanup or x-expires. Only the queue's home node proposes it (the other
+// nodes' copies have no consumers and no expiry of their own), and an
+// exclusive queue's delete names its owner, so a later queue of the same
+// name is left alone.
+func (vh *Vhost) removeQueueInCluster(q *Queue, why string) {
+	if vh.queue(q.name) != q || !q.homedHere() {
+		return
+	}
+	if _, err := vh.srv.propose(DeleteQueue{Vhost: vh.name, Name: q.name, Owner: q.ownerRef}); err != nil {
+		vh.log.Error("could not delete a queue", "queue", q.name, "reason", why, "err", err)
+	}
+}
+
+// proposable is the command as proposed: a queue.delete with if-unused or
+// if-empty is checked here, against the queue's home (its consumers and
+// messages are not replicated state, so the nodes' applies could disagree),
+// and proposed unconditional.
+func (s *Server) proposable(c Command) (Command, error) {
+	d, ok := c.(DeleteQueue)
+	if !ok || !(d.IfUnused || d.IfEmpty) {
+		return c, nil
+	}
+	if vh := s.Vhost(d.Vhost); vh != nil {
+		if q := vh.queue(d.Name); q != nil {
+			if aerr := q.h.deletable(d.IfUnused, d.IfEmpty); aerr != nil {
+				return nil, refusal(aerr)
+			}
+		}
+	}
+	d.IfUnused, d.IfEmpty = false, false
+	return d, nil
+}

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/msgstore"
+)
+
+// Queues homed on another node of the cluster. Every node has such a queue
+// in its definitions (it is listed, with its node, and bindings route to
+// it), but its messages and consumers live on its home node. makeRemote is
+// the one place a queue's handle becomes a remote one: the proxy that
+// forwards publishes, consumes, gets, acks and purges to the home node
+// (issue 14's remote queue proxy) replaces unservedQueue here. Until then
+// every operation on such a queue is refused as RabbitMQ refuses one whose
+// home node is down.
+
+// makeRemote gives a queue just built by a declare or the loader (not yet
+// installed) the handle of a queue homed on node.
+func makeRemote(q *Queue, node string) {
+	q.home = node
+	q.h = unservedQueue{q}
+	q.stopTimers() // x-expires and TTLs run on the home node
+}
+
+// homedHere reports whether this node holds q's data.
+func (q *Queue) homedHere() bool { return q.home == "" }
+
+// HomeNode is the node holding q's data: its home in a cluster, or node
+// (this one) for a queue homed here.
+func (q *Queue) HomeNode(node string) string {
+	if q.home != "" {
+		return q.home
+	}
+	return node
+}
+
+// homeDown is the answer to an operation on a queue homed on another node
+// while no proxy serves it: RabbitMQ's 404 for a queue whose home node is
+// down.
+func homeDown(q *Queue, method uint32) *amqp.Error {
+	return amqp.NewError(amqp.NotFound, method, "home node '%s' of %s is down or inaccessible",
+		q.home, describeQueue(q.name, q.vhost.name))
+}
+
+// unservedQueue is the handle of a queue homed on another node until the
+// remote proxy exists: a publish routed to it is rejected (a publisher
+// with confirms gets a nack); consume, get, purge and a conditional delete
+// are refused with homeDown; it has no messages, consumers or files here.
+type unservedQueue struct{ q *Queue }
+
+func (u unservedQueue) queue() *Queue                            { return u.q }
+func (unservedQueue) takesStoredCopy(*Message) bool              { return false }
+func (unservedQueue) cancel(*consumer) bool                      { return false }
+func (unservedQueue) redispatch()                                {}
+func (unservedQueue) settle([]delivery, settleKind)              {}
+func (unservedQueue) delete() ([]*consumer, int)                 { return nil, 0 }
+func (unservedQueue) counts() (int, int)                         { return 0, 0 }
+func (unservedQueue) consumerInfos() []ConsumerInfo              { return nil }
+func (unservedQueue) consumerTimeout() time.Duration             { return 0 }
+func (unservedQueue) touch()                                     {}
+func (unservedQueue) hasFiles() bool                             { return false }
+func (unservedQueue) openFiles(*Server) error                    { return nil }
+func (unservedQueue) applyPolicy(map[string]any)                 {}
+func (unservedQueue) checkSettle(settleKind, uint32) *amqp.Error { return nil }
+
+func (unservedQueue) enqueue(*Message, int64, bool, msgstore.Loc) accepted {
+	return accepted{res: enqueueRejected}
+}
+
+func (u unservedQueue) consume(*consumer, func()) *amqp.Error {
+	return homeDown(u.q, methodBasicConsume)
+}
+
+func (u unservedQueue) get(int, bool, func(outgoing, int)) (int, *amqp.Error) {
+	return 0, homeDown(u.q, methodBasicGet)
+}
+
+func (u unservedQueue) purge(method uint32) (int, *amqp.Error) { return 0, homeDown(u.q, method) }
+
+func (u unservedQueue) deletable(ifUnused, ifEmpty bool) *amqp.Error {
+	if ifUnused || ifEmpty {
+		return homeDown(u.q, methodQueueDelete)
+	}
+	return nil
+}
+
+func (u unservedQueue) info() QueueInfo {
+	q := u.q
+	return QueueInfo{Name: q.name, Vhost: q.vhost.name, Durable: q.durable, Exclusive: q.exclusive,
+		AutoDelete: q.autoDelete, Arguments: q.args}
+}
+
+func (u unservedQueue) status() QueueStatus { return QueueStatus{QueueInfo: u.info()} }
+
+func (u unservedQueue) typeName() string {
+	if u.q.qa.stream != nil {
+		return "stream"
+	}
+	return "classic"
+}
