@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -125,8 +126,18 @@ func (s *Server) seedWhenBootstrapped() {
 		s.log.Error("cannot build the cluster's first definitions", "err", err)
 		return
 	}
+	// Close waits for this goroutine: a proposal in flight ends with it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.goFunc(func() {
+		select {
+		case <-s.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
 	for {
-		_, err := s.propose(cmds...)
+		_, err := s.proposeCtx(ctx, cmds...)
 		if err == nil || !errors.Is(err, ErrClusterUnavailable) {
 			if err != nil {
 				s.log.Warn("seed definitions partly refused", "err", err)

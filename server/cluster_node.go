@@ -91,6 +91,7 @@ func (s *Server) startCluster() error {
 	node.HandleRPC(methodNodeInfo, s.handleNodeInfo)
 	s.log.Info("cluster node started", "cluster_addr", node.Addr(), "cluster", cm.cfg.ClusterName)
 	s.goFunc(s.seedWhenBootstrapped)
+	s.goFunc(s.reapLoop)
 	return nil
 }
 
@@ -118,6 +119,11 @@ func (s *Server) ClusterNode() *cluster.Node {
 // applied it, the local value and result of the last command (the only
 // one, except for the seed entry).
 func (s *Server) propose(cmds ...Command) (any, error) {
+	return s.proposeCtx(context.Background(), cmds...)
+}
+
+// proposeCtx is propose bounded by ctx as well as the propose timeout.
+func (s *Server) proposeCtx(parent context.Context, cmds ...Command) (any, error) {
 	cm := s.cluster
 	p := proposal{From: cm.cfg.NodeName, Seq: cm.seq.Add(1)}
 	for _, c := range cmds {
@@ -140,7 +146,7 @@ func (s *Server) propose(cmds ...Command) (any, error) {
 		delete(cm.waiting, p.Seq)
 		cm.mu.Unlock()
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), cm.cfg.ProposeTimeout)
+	ctx, cancel := context.WithTimeout(parent, cm.cfg.ProposeTimeout)
 	defer cancel()
 	result, err := cm.node.Propose(ctx, data)
 	if err != nil {
@@ -346,4 +352,53 @@ func (s *Server) proposable(c Command) (Command, error) {
 	}
 	d.IfUnused, d.IfEmpty = false, false
 	return d, nil
+}
+
+// reapInterval is how often the Raft leader looks for queues that died
+// with their node.
+const reapInterval = time.Second
+
+// reapLoop runs on every cluster node; while it leads the metadata group,
+// it deletes, through Raft, the exclusive and non-durable queues whose home
+// node gossip reports dead or gone: RabbitMQ drops them when their node
+// goes down, and no other node can serve them. (The home node itself
+// deletes them when their connection closes; this is for a node that
+// crashed or was cut off.)
+func (s *Server) reapLoop() {
+	t := time.NewTicker(reapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		if s.cluster.node.IsLeader() {
+			s.reapDeadQueues()
+		}
+	}
+}
+
+func (s *Server) reapDeadQueues() {
+	gone := make(map[string]bool)
+	for _, m := range s.cluster.node.Members() {
+		if m.State != cluster.StateAlive {
+			gone[m.Name] = true
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	for _, vh := range s.Vhosts() {
+		for _, q := range vh.Queues() {
+			if q.home == "" || !gone[q.home] || (q.durable && !q.exclusive) {
+				continue
+			}
+			if _, err := s.propose(DeleteQueue{Vhost: vh.name, Name: q.name, Owner: q.ownerRef}); err != nil {
+				s.log.Warn("could not delete a queue of a node that is down", "vhost", vh.name, "queue", q.name, "node", q.home, "err", err)
+				return
+			}
+			s.log.Info("deleted a queue of a node that is down", "vhost", vh.name, "queue", q.name, "node", q.home)
+		}
+	}
 }

@@ -284,3 +284,48 @@ func mustDeclareDurable(t testing.TB, ch *amqp091.Channel, name string) {
 		t.Fatalf("declare %q: %v", name, err)
 	}
 }
+
+// TestClusterQueuesOfADeadNodeAreDeleted: the exclusive and the transient
+// queue of a node are on every node; when the node drops out of the
+// cluster without closing its connections (its cluster node stops, as in
+// a crash), the leader deletes them everywhere, and keeps its durable one.
+func TestClusterQueuesOfADeadNodeAreDeleted(t *testing.T) {
+	nodes := startTestCluster(t, 3, 3)
+	victim := nodes[0]
+	for _, n := range nodes {
+		if !n.ClusterNode().IsLeader() {
+			victim = n
+			break
+		}
+	}
+	_, ch := victim.channel(t)
+	if _, err := ch.QueueDeclare("excl", false, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("transient", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustDeclareDurable(t, ch, "durable")
+	var others []*clusterNode
+	for _, n := range nodes {
+		if n != victim {
+			others = append(others, n)
+		}
+	}
+	for _, n := range others {
+		waitFor(t, 10*time.Second, n.name+" to have the victim's queues", func() bool {
+			vh := n.Vhost("/")
+			return vh.queue("excl") != nil && vh.queue("transient") != nil && vh.queue("durable") != nil
+		})
+	}
+	must(t, victim.ClusterNode().Shutdown())
+	for _, n := range others {
+		waitFor(t, 15*time.Second, n.name+" to drop the dead node's exclusive and transient queues", func() bool {
+			vh := n.Vhost("/")
+			return vh.queue("excl") == nil && vh.queue("transient") == nil
+		})
+		if n.Vhost("/").queue("durable") == nil {
+			t.Fatalf("%s dropped the dead node's durable queue", n.name)
+		}
+	}
+}
