@@ -481,7 +481,7 @@ func TestQueueHomedElsewhereIsNotServedYet(t *testing.T) {
 	_, ch := ts.channel(t)
 	_, _, err = ch.Get("elsewhere", true)
 	expectCode(t, err, amqp.NotFound)
-	if !strings.Contains(err.Error(), "home node 'warren@other' of queue 'elsewhere' in vhost '/' is down or inaccessible") {
+	if !strings.Contains(err.Error(), "home node 'warren@other' of durable queue 'elsewhere' in vhost '/' is down or inaccessible") {
 		t.Fatalf("basic.get: %v", err)
 	}
 	_, ch = ts.channel(t)

@@ -37,11 +37,17 @@ func (q *Queue) HomeNode(node string) string {
 }
 
 // homeDown is the answer to an operation on a queue homed on another node
-// while no proxy serves it: RabbitMQ's 404 for a queue whose home node is
-// down.
+// while no proxy serves it: RabbitMQ 3.10's 404 for a queue whose home
+// node is down (rabbit_amqqueue's absent/nodedown: "home node 'rabbit@a'
+// of durable queue 'q' in vhost '/' is down or inaccessible"; a transient
+// queue is deleted with its node there, so only durable ones are absent).
 func homeDown(q *Queue, method uint32) *amqp.Error {
-	return amqp.NewError(amqp.NotFound, method, "home node '%s' of %s is down or inaccessible",
-		q.home, describeQueue(q.name, q.vhost.name))
+	durable := ""
+	if q.durable {
+		durable = "durable "
+	}
+	return amqp.NewError(amqp.NotFound, method, "home node '%s' of %s%s is down or inaccessible",
+		q.home, durable, describeQueue(q.name, q.vhost.name))
 }
 
 // unservedQueue is the handle of a queue homed on another node until the

@@ -240,7 +240,7 @@ func TestClusterStandaloneUpgrade(t *testing.T) {
 	must(t, err)
 	_, _, err = jch.Get("kept", true)
 	expectCode(t, err, 404)
-	if !strings.Contains(err.Error(), "home node 'warren@solo' of queue 'kept' in vhost '/' is down or inaccessible") {
+	if !strings.Contains(err.Error(), "home node 'warren@solo' of durable queue 'kept' in vhost '/' is down or inaccessible") {
 		t.Fatalf("basic.get on a remote queue: %v", err)
 	}
 }
@@ -327,5 +327,27 @@ func TestClusterQueuesOfADeadNodeAreDeleted(t *testing.T) {
 		if n.Vhost("/").queue("durable") == nil {
 			t.Fatalf("%s dropped the dead node's durable queue", n.name)
 		}
+	}
+}
+
+// TestClusterFiveNodes: five brokers with bootstrap-expect 5 form one
+// group of five voters, and a queue and binding declared on the last one
+// are on every node.
+func TestClusterFiveNodes(t *testing.T) {
+	nodes := startTestCluster(t, 5, 5)
+	last := nodes[4]
+	_, ch := last.channel(t)
+	mustDeclareDurable(t, ch, "five")
+	must(t, ch.QueueBind("five", "k5", "amq.direct", false, nil))
+	for _, n := range nodes {
+		waitFor(t, 10*time.Second, n.name+" to have queue five and its binding", func() bool {
+			vh := n.Vhost("/")
+			q := vh.queue("five")
+			return q != nil && q.HomeNode(n.name) == last.name &&
+				slices.ContainsFunc(vh.Bindings(), func(b BindingInfo) bool { return b.Destination == "five" && b.RoutingKey == "k5" })
+		})
+	}
+	if v := last.ClusterNode().Status().Voters; len(v) != 5 {
+		t.Fatalf("voters %v, want 5", v)
 	}
 }
