@@ -52,6 +52,17 @@
 //     (apply.go): checked, stored in one meta.db transaction, then made in
 //     memory; no disk I/O happens under Vhost.mu (LOCKS.md).
 //   - The default user guest may connect only from loopback, as in RabbitMQ.
+//   - In a cluster (Config.Cluster; cluster_node.go, cluster_boot.go) every
+//     command is proposed to the metadata Raft group of package cluster and
+//     applied, committed, by every node through the same apply; the caller
+//     is answered once its node applied it. Not yet: installing a Raft
+//     snapshot into a running node (metaFSM.Restore refuses, so a node that
+//     falls behind the leader's trailing log must be wiped and rejoin),
+//     serving queues homed on other nodes (unservedQueue refuses), the
+//     configuration's users and vhosts on a restart of a cluster node (only
+//     the bootstrapping node's first start proposes them), and a guard
+//     against an auto-delete or x-expires delete racing a redeclare of the
+//     same name between its check and its commit.
 //
 // Lock order is in LOCKS.md at the repository root, goroutines in THREADS.md.
 package server
