@@ -111,3 +111,60 @@ func clusterUnavailableReason(err error) string {
 	}
 	return err.Error()
 }
+
+// postClusterJoin answers POST /api/cluster/join {"nodes":["host:port"]}.
+func (a *API) postClusterJoin(rq *request) error {
+	raw, err := rq.readBody()
+	if err != nil {
+		return err
+	}
+	m, err := decodeObject(raw, "not_json")
+	if err != nil {
+		return err
+	}
+	list, _ := m["nodes"].([]any)
+	var addrs []string
+	for _, v := range list {
+		s, ok := v.(string)
+		if !ok {
+			return errBadRequest("nodes must be a list of host:port strings")
+		}
+		addrs = append(addrs, s)
+	}
+	if err := a.srv.JoinCluster(addrs); err != nil {
+		return clusterOpError(err)
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// postClusterLeave answers POST /api/cluster/leave: this node leaves.
+func (a *API) postClusterLeave(rq *request) error {
+	if err := a.srv.LeaveCluster(rq.r.Context()); err != nil {
+		return clusterOpError(err)
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// deleteClusterNode answers DELETE /api/cluster/nodes/{node}: forget a
+// node that is down.
+func (a *API) deleteClusterNode(rq *request) error {
+	if err := a.srv.ForgetClusterNode(rq.r.Context(), rq.param("node")); err != nil {
+		return clusterOpError(err)
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// clusterOpError maps a membership operation's failure: a standalone node
+// is a bad request, no majority a 503, the rest as writeError maps them.
+func clusterOpError(err error) error {
+	switch {
+	case errors.Is(err, server.ErrNotClustered):
+		return errBadRequest(err.Error())
+	case server.IsClusterUnavailable(err):
+		return errClusterUnavailable(err.Error())
+	}
+	return err
+}

@@ -114,3 +114,34 @@ func TestClusterNodesOverviewAndUnavailable(t *testing.T) {
 		t.Fatalf("the 503 took %v", took)
 	}
 }
+
+// TestClusterForgetAndLeave: forgetting a running node is refused (400)
+// and an unknown one is 404; a stopped node is forgotten, a running one
+// leaves gracefully, and the last node goes on changing definitions alone.
+func TestClusterForgetAndLeave(t *testing.T) {
+	envs := startClusterEnvs(t)
+	first := envs[0]
+	r := first.do("DELETE", "/api/cluster/nodes/warren@m3", nil)
+	if r.status != 400 || !strings.Contains(string(r.body), "is running") {
+		t.Fatalf("forget a running node: %d %s", r.status, r.body)
+	}
+	first.must(first.do("DELETE", "/api/cluster/nodes/warren@nobody", nil), 404, "forget an unknown node")
+
+	envs[2].srv.Close()
+	waitFor(t, 10*time.Second, func() error {
+		r := first.do("DELETE", "/api/cluster/nodes/warren@m3", nil)
+		if r.status != 204 {
+			return fmt.Errorf("forget a stopped node: %d %s", r.status, r.body)
+		}
+		return nil
+	})
+	envs[1].must(envs[1].do("POST", "/api/cluster/leave", map[string]any{}), 204, "leave")
+	waitFor(t, 10*time.Second, func() error {
+		st := first.must(first.get("/api/cluster"), 200, "cluster").object(t)
+		if v := fmt.Sprint(field(st, "raft.voters")); v != "[warren@m1]" {
+			return fmt.Errorf("voters %s", v)
+		}
+		return nil
+	})
+	first.must(first.put("/api/queues/%2F/alone", map[string]any{"durable": true}), 201, "declare on the last node")
+}

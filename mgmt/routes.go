@@ -33,6 +33,9 @@ func (a *API) nodeRoutes(t *routeTable) {
 	t.handle(get, "nodes", authMonitor, a.listNodes)
 	t.handle(get, "nodes/{node}", authMonitor, a.getNode)
 	t.handle(get, "cluster", authMonitor, a.getCluster)
+	t.handle(post, "cluster/join", authAdmin, a.postClusterJoin)
+	t.handle(post, "cluster/leave", authAdmin, a.postClusterLeave)
+	t.handle(del, "cluster/nodes/{node}", authAdmin, a.deleteClusterNode)
 	t.handle(get, "extensions", authMgmt, a.getExtensions)
 	t.handle(get, "feature-flags", authAdmin, a.getFeatureFlags)
 	// Warren has no federation links yet; the list exists, empty, for

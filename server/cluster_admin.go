@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -162,4 +163,61 @@ func IsClusterUnavailable(err error) bool {
 	}
 	var ae *amqp.Error
 	return errors.As(err, &ae) && ae.Code == amqp.InternalError && strings.Contains(ae.Text, clusterUnavailableText)
+}
+
+// ErrNotClustered is returned by the membership operations of a standalone
+// node.
+var ErrNotClustered = errors.New("server: this node is not a cluster member (cluster-listen is not set)")
+
+// JoinCluster joins the gossip of the nodes at addrs (host:port of their
+// cluster ports); a node without Raft state then asks to be added. A node
+// with definitions of its own was refused at start, so joining cannot
+// merge two sets of definitions.
+func (s *Server) JoinCluster(addrs []string) error {
+	if s.cluster == nil || s.cluster.node == nil {
+		return ErrNotClustered
+	}
+	if len(addrs) == 0 {
+		return fmt.Errorf("%w: no node address to join", ErrInvalid)
+	}
+	_, err := s.cluster.node.Join(addrs...)
+	return err
+}
+
+// LeaveCluster leaves the cluster gracefully: leadership is handed over,
+// the node leaves the Raft group and gossip, and its cluster side stops.
+// The broker keeps serving what it has, but changes nothing any more;
+// stop it and empty its data directory before it joins a cluster again
+// (its data is the old cluster's).
+func (s *Server) LeaveCluster(ctx context.Context) error {
+	if s.cluster == nil || s.cluster.node == nil {
+		return ErrNotClustered
+	}
+	return membershipError("leave the cluster", s.cluster.cfg.ProposeTimeout, s.cluster.node.Leave(ctx))
+}
+
+// membershipError marks a membership change that found no Raft majority
+// as ErrClusterUnavailable.
+func membershipError(what string, timeout time.Duration, err error) error {
+	if errors.Is(err, cluster.ErrNoQuorum) || errors.Is(err, cluster.ErrNotApplied) {
+		return &ClusterUnavailableError{What: what, Timeout: timeout, Err: err}
+	}
+	return err
+}
+
+// ForgetClusterNode removes a node that is down from the cluster (its Raft
+// membership and gossip), so a wiped node may come back under its name. A
+// live node is refused, as rabbitmqctl forget_cluster_node refuses one.
+func (s *Server) ForgetClusterNode(ctx context.Context, name string) error {
+	if s.cluster == nil || s.cluster.node == nil {
+		return ErrNotClustered
+	}
+	err := s.cluster.node.Forget(ctx, name)
+	switch {
+	case errors.Is(err, cluster.ErrUnknownMember):
+		return fmt.Errorf("%w: node %q is not a cluster member", ErrNotFound, name)
+	case errors.Is(err, cluster.ErrMemberAlive):
+		return fmt.Errorf("%w: node %q is running; stop it before forgetting it", ErrInvalid, name)
+	}
+	return membershipError("forget node '"+name+"'", s.cluster.cfg.ProposeTimeout, err)
 }

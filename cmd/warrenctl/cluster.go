@@ -2,10 +2,57 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 	"text/tabwriter"
 )
 
-func clusterCommands() []*command { return []*command{clusterStatus()} }
+func clusterCommands() []*command {
+	return []*command{clusterStatus(), clusterJoin(), clusterLeave(), clusterForget()}
+}
+
+// clusterJoin joins the node to the cluster of the nodes at ADDR (their
+// cluster ports); a node with definitions of its own is refused at start.
+func clusterJoin() *command {
+	return &command{
+		name: "cluster join", synopsis: "ADDR...", minArgs: 1, maxArgs: -1,
+		summary: "join the cluster of the nodes at ADDR (host:port of their cluster-listen); the node must have no definitions of its own",
+		run: func(e *env, a []string) error {
+			if _, err := e.c.call(request{method: http.MethodPost, path: apiPath("cluster", "join"), body: map[string]any{"nodes": a}}); err != nil {
+				return err
+			}
+			return e.say("joining %s", strings.Join(a, ", "))
+		},
+	}
+}
+
+// clusterLeave makes the node leave the cluster gracefully.
+func clusterLeave() *command {
+	return &command{
+		name: "cluster leave", summary: "leave the cluster gracefully (hand over Raft leadership, leave Raft and gossip); then stop the node",
+		run: func(e *env, _ []string) error {
+			if _, err := e.c.call(request{method: http.MethodPost, path: apiPath("cluster", "leave"), body: map[string]any{}}); err != nil {
+				return err
+			}
+			return e.say("left the cluster")
+		},
+	}
+}
+
+// clusterForget removes a node that is down, as rabbitmqctl
+// forget_cluster_node; a running node is refused.
+func clusterForget() *command {
+	return &command{
+		name: "cluster forget", synopsis: "NODE", minArgs: 1, maxArgs: 1,
+		summary: "remove a node that is down from the cluster (refused for a running node)",
+		run: func(e *env, a []string) error {
+			if _, err := e.c.call(request{method: http.MethodDelete, path: apiPath("cluster", "nodes", a[0])}); err != nil {
+				return err
+			}
+			return e.say("node %q forgotten", a[0])
+		},
+	}
+}
 
 // clusterStatus shows GET /api/cluster: the cluster's name, this node's
 // Raft view and every member, as rabbitmqctl cluster_status does.
