@@ -375,9 +375,22 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) *amqp.Error {
 		return err
 	}
 	ch.lastQueue = q.name
-	ready, consumers := q.h.counts()
+	ready, consumers, err := declaredCounts(q, m.ID())
+	if err != nil {
+		return err
+	}
 	ch.reply(m.Nowait, &amqp.QueueDeclareOk{Queue: q.name, MessageCount: uint32(ready), ConsumerCount: uint32(consumers)})
 	return nil
+}
+
+// declaredCounts are the counts queue.declare-ok reports; a queue homed on
+// a node that does not answer is 404, as in RabbitMQ.
+func declaredCounts(q *Queue, method uint32) (int, int, *amqp.Error) {
+	if rq, ok := q.h.(*remoteQueue); ok {
+		return rq.checkedCounts(method)
+	}
+	ready, consumers := q.h.counts()
+	return ready, consumers, nil
 }
 
 func (ch *channel) queueBind(m *amqp.QueueBind) *amqp.Error {

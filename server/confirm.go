@@ -24,6 +24,9 @@ import (
 type confirmTracker struct {
 	out     *outbox // where confirms are sent, on channel
 	channel uint16
+	// notify, when set instead of out, receives each confirm in order
+	// under mu: a home node answering a forwarded batch (remote_home.go).
+	notify func(seq uint64, ack bool)
 
 	mu      sync.Mutex
 	entries []confirmEntry // unsent, ordered by seq
@@ -144,6 +147,10 @@ func (t *confirmTracker) flush() {
 	if t.closed || t.head == len(t.entries) || t.entries[t.head].pending > 0 {
 		return
 	}
+	if t.notify != nil {
+		t.notifyLocked()
+		return
+	}
 	o := t.out
 	var runStart, runEnd uint64 // a run of acks not yet sent
 	o.mu.Lock()
@@ -169,6 +176,16 @@ func (t *confirmTracker) flush() {
 	o.mu.Unlock()
 	t.compactLocked()
 	o.signal()
+}
+
+// notifyLocked hands the settled confirms at the front to notify.
+func (t *confirmTracker) notifyLocked() {
+	for t.head < len(t.entries) && t.entries[t.head].pending == 0 {
+		e := t.entries[t.head]
+		t.head++
+		t.notify(e.seq, !e.failed)
+	}
+	t.compactLocked()
 }
 
 // sendAckLocked appends one basic.ack for the run of acks from..to (none

@@ -32,6 +32,10 @@ type Server struct {
 	quit    chan struct{} // closed by Close
 	wg      sync.WaitGroup
 
+	// remote serves queues homed on other cluster nodes and this node's
+	// queues to them (remote.go); nil on a standalone node.
+	remote *remoteQueues
+
 	mu     sync.RWMutex
 	vhosts map[string]*Vhost
 	conns  map[uint64]*conn
@@ -388,6 +392,9 @@ func (s *Server) Close() error {
 			c.forceClose(amqp.ConnectionForced, "broker forced connection closure with reason 'shutdown'")
 		}
 		s.wg.Wait()
+		if s.remote != nil {
+			s.remote.close()
+		}
 		// After the connections, whose exclusive queues are deleted
 		// through the cluster; before storage, which the FSM writes.
 		s.stopCluster()

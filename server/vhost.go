@@ -454,12 +454,33 @@ func (vh *Vhost) deleteQueue(c *conn, name string, ifUnused, ifEmpty bool) (int,
 	if err := checkExclusive(c, q, methodQueueDelete); err != nil {
 		return 0, err
 	}
+	atHome, aerr := deleteAtHome(q, ifUnused, ifEmpty)
+	if aerr != nil {
+		return 0, aerr
+	}
 	v, err := vh.srv.applyValue(DeleteQueue{Vhost: vh.name, Name: name, IfUnused: ifUnused, IfEmpty: ifEmpty})
 	if err != nil {
 		return 0, asAMQP(err, methodQueueDelete)
 	}
 	n, _ := v.(int)
+	if atHome >= 0 {
+		n = atHome
+	}
 	return n, nil
+}
+
+// deleteAtHome deletes q on its home node first when it is homed on
+// another node, with queue.delete's flags, which the home checks against
+// its own counts, and returns the ready messages the home dropped; -1 for a
+// queue homed here. The definition here goes after it (in a cluster the
+// home's delete has removed it everywhere already). It waits for the home,
+// so it runs without Vhost.mu.
+func deleteAtHome(q *Queue, ifUnused, ifEmpty bool) (int, *amqp.Error) {
+	rq, ok := q.h.(*remoteQueue)
+	if !ok {
+		return -1, nil
+	}
+	return rq.deleteAtHome(ifUnused, ifEmpty)
 }
 
 // removeQueueAndUnlock, called with vh.mu held, unbinds and stops q and

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"sync"
+)
+
+// A homeLink forwards one node's publishes and settlements to one home
+// node. Publishes are batched: while one batch is with the home (which
+// answers once its copies are durable, after its own confirm), the next
+// collects, so a busy link sends many publishes per rpc and a quiet one
+// sends each at once. One batch in flight keeps the publishers' order
+// without sequence reordering on the home. The collecting batch is bounded
+// (the window); a publisher that finds it full waits, which stops its
+// channel reading its socket, as RabbitMQ's credit flow does.
+type homeLink struct {
+	r    *remoteQueues
+	home string
+
+	mu      sync.Mutex
+	room    *sync.Cond // signalled when the sender takes the collecting batch
+	open    []fwdPublish
+	bytes   int
+	sending []fwdPublish // the batch with the home
+	// base is the token of open[0] (and of sending[0] before it), so a
+	// token finds its entry by subtraction; tokens below done are
+	// answered, and failed holds the recent failed ones among them.
+	base, sendBase, done uint64
+	failed               map[uint64]struct{}
+	kick                 chan struct{}
+
+	settles    []fwdSettle
+	settleKick chan struct{}
+}
+
+// fwdPublish is one message for one or more queues of the same home.
+type fwdPublish struct {
+	vhost  string
+	queues []string
+	m      *Message
+	ttl    int64
+	waits  []completion // confirms waiting for the home's answer
+}
+
+// The forwarding window: a batch collects at most this many publishes or
+// bytes of bodies before publishers wait (RabbitMQ's soft limit is 32
+// outstanding commands per queue; a batch is one command here).
+const (
+	linkMaxBatch   = 2048
+	linkMaxBytes   = 8 << 20
+	linkKeepFailed = 1 << 16 // failed tokens remembered for late whenDurable calls
+)
+
+func newHomeLink(r *remoteQueues, home string) *homeLink {
+	l := &homeLink{r: r, home: home, kick: make(chan struct{}, 1), settleKick: make(chan struct{}, 1),
+		base: 1, done: 1, failed: make(map[uint64]struct{})}
+	l.room = sync.NewCond(&l.mu)
+	return l
+}
+
+// enqueue adds m for queue q to the collecting batch and returns its token.
+// Consecutive enqueues of one message to queues of the same home (a
+// fan-out) share one entry, so the message crosses once.
+func (l *homeLink) enqueue(q *Queue, m *Message, ttl int64) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.open); n > 0 && l.open[n-1].m == m && l.open[n-1].vhost == q.vhost.name {
+		l.open[n-1].queues = append(l.open[n-1].queues, q.name)
+		return l.base + uint64(n-1), true
+	}
+	for (len(l.open) >= linkMaxBatch || l.bytes >= linkMaxBytes) && l.r.ctx.Err() == nil {
+		l.room.Wait()
+	}
+	if l.r.ctx.Err() != nil {
+		return 0, false
+	}
+	l.open = append(l.open, fwdPublish{vhost: q.vhost.name, queues: []string{q.name}, m: m, ttl: ttl})
+	l.bytes += len(m.Body)
+	if len(l.open) == 1 {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	return l.base + uint64(len(l.open)-1), true
+}
+
+// whenDurable completes c once the home answered for token: the home's
+// copies are durable (ack) or it refused or did not answer (nack).
+func (l *homeLink) whenDurable(token uint64, c completion) {
+	l.mu.Lock()
+	switch {
+	case token >= l.base && token-l.base < uint64(len(l.open)):
+		e := &l.open[token-l.base]
+		e.waits = append(e.waits, c)
+	case token >= l.sendBase && token-l.sendBase < uint64(len(l.sending)):
+		e := &l.sending[token-l.sendBase]
+		e.waits = append(e.waits, c)
+	default: // answered already
+		_, failed := l.failed[token]
+		l.mu.Unlock()
+		c.done(!failed)
+		return
+	}
+	l.mu.Unlock()
+}
+
+// publishLoop sends the collected batches, one at a time, until the node
+// stops; what is collected then is nacked.
+func (l *homeLink) publishLoop() {
+	defer l.r.wg.Done()
+	for {
+		select {
+		case <-l.kick:
+		case <-l.r.ctx.Done():
+			l.mu.Lock()
+			l.room.Broadcast()
+			l.mu.Unlock()
+			l.sendBatch() // answered at once: the context is done
+			return
+		}
+		for l.sendBatch() {
+		}
+	}
+}
+
+// sendBatch sends what has collected and completes its confirms; it
+// reports whether there was anything.
+func (l *homeLink) sendBatch() bool {
+	l.mu.Lock()
+	if len(l.open) == 0 {
+		l.mu.Unlock()
+		return false
+	}
+	l.sending, l.sendBase = l.open, l.base
+	l.base += uint64(len(l.open))
+	l.open, l.bytes = nil, 0
+	batch := l.sending
+	l.room.Broadcast()
+	l.mu.Unlock()
+
+	ok := l.forward(batch)
+
+	l.mu.Lock()
+	batch = l.sending // waits added while it was with the home
+	l.sending = nil
+	var acked, nacked []completion
+	for i := range batch {
+		if ok == nil || !ok[i] {
+			l.failed[l.sendBase+uint64(i)] = struct{}{}
+			nacked = append(nacked, batch[i].waits...)
+		} else {
+			acked = append(acked, batch[i].waits...)
+		}
+	}
+	l.done = l.sendBase + uint64(len(batch))
+	l.forgetFailedLocked()
+	l.mu.Unlock()
+	completeAll(acked, true)
+	completeAll(nacked, false)
+	return true
+}
+
+// forgetFailedLocked bounds the failed tokens kept for late whenDurable
+// calls (a store batch registers its confirms at the end of a socket read).
+func (l *homeLink) forgetFailedLocked() {
+	if len(l.failed) < linkKeepFailed {
+		return
+	}
+	for t := range l.failed {
+		if l.done-t > linkKeepFailed {
+			delete(l.failed, t)
+		}
+	}
+}
+
+// forward sends batch to the home and returns, per entry, whether the home
+// took it durably; nil when the home did not answer.
+func (l *homeLink) forward(batch []fwdPublish) []bool {
+	if l.r.ctx.Err() != nil {
+		return nil
+	}
+	w := wireWriter{b: make([]byte, 0, 64+len(batch)*64)}
+	w.string(l.r.node)
+	w.uint(l.sendBase) // the publisher ref's sequence: (ingress node, link, token)
+	w.uint(uint64(len(batch)))
+	for i := range batch {
+		e := &batch[i]
+		w.string(e.vhost)
+		w.uint(uint64(len(e.queues)))
+		for _, q := range e.queues {
+			w.string(q)
+		}
+		w.string(e.m.Exchange)
+		w.string(e.m.RoutingKey)
+		w.bytes(e.m.RawProps)
+		w.bytes(e.m.Body)
+		w.int(e.ttl)
+	}
+	ctx, cancel := context.WithTimeout(l.r.ctx, remoteConfirmTimeout)
+	defer cancel()
+	ans, err := l.r.peers.Call(ctx, l.home, rpcPublish, w.b)
+	if err != nil {
+		l.r.s.log.Warn("forwarded publishes not confirmed by their home node", "node", l.home, "publishes", len(batch), "err", err)
+		return nil
+	}
+	rd, aerr := readAnswer(ans, methodBasicPublish)
+	if aerr != nil {
+		return nil
+	}
+	ok := make([]bool, len(batch))
+	for i := range ok {
+		ok[i] = rd.bool()
+	}
+	if rd.err != nil {
+		return nil
+	}
+	return ok
+}
+
+// fwdSettle is one settlement for a queue of the link's home: the ingress
+// consumer's key (0 for basic.get) and the home's delivery id.
+type fwdSettle struct {
+	q    *Queue
+	kind settleKind
+	key  uint64
+	id   uint64
+}
+
+// settle queues settlements for the home; they leave in order, batched.
+func (l *homeLink) settle(ds []fwdSettle) {
+	l.mu.Lock()
+	l.settles = append(l.settles, ds...)
+	l.mu.Unlock()
+	select {
+	case l.settleKick <- struct{}{}:
+	default:
+	}
+}
+
+// settleLoop sends queued settlements until the node stops. A home that does
+// not answer loses them: it returns the deliveries of a node it lost.
+func (l *homeLink) settleLoop() {
+	defer l.r.wg.Done()
+	for {
+		select {
+		case <-l.settleKick:
+		case <-l.r.ctx.Done():
+			return
+		}
+		l.mu.Lock()
+		ds := l.settles
+		l.settles = nil
+		l.mu.Unlock()
+		if len(ds) == 0 {
+			continue
+		}
+		w := wireWriter{}
+		w.uint(uint64(len(ds)))
+		for _, d := range ds {
+			w.queueRef(d.q)
+			w.uint(uint64(d.kind))
+			w.uint(d.key)
+			w.uint(d.id)
+		}
+		if _, err := l.r.call(l.home, rpcSettle, w.b, remoteCallTimeout); err != nil {
+			l.r.s.log.Warn("settlements not delivered to the queue's home node", "node", l.home, "count", len(ds), "err", err)
+		}
+	}
+}

@@ -1,0 +1,344 @@
+package server
+
+import (
+	"context"
+	"sync"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// remoteSink is, on a home node, the consumerSink of every consumer that a
+// client of node holds on this node's queues. The queue decides as for a
+// local consumer (priorities, single active consumer, the consumer's
+// prefetch as its credit) and delivers into the sink, which buffers and
+// pushes batches to node from one goroutine: in queue order per consumer,
+// and cancellations after the deliveries before them.
+type remoteSink struct {
+	r    *remoteQueues
+	node string
+
+	// mu is a leaf below Queue.mu: deliver and reserve run under it.
+	mu        sync.Mutex
+	consumers map[uint64]*sinkConsumer // by the ingress node's key
+	keys      map[*consumer]uint64
+	buf       []pushItem
+	wakes     []queueHandle // queues to redispatch once buf drained
+	kick      chan struct{}
+}
+
+// sinkConsumer is one remote consumer: its queue and the deliveries it
+// holds unsettled, which return to the queue if its node is lost.
+type sinkConsumer struct {
+	c   *consumer
+	q   *Queue
+	out map[uint64]struct{}
+}
+
+type pushItem struct {
+	kind uint64
+	key  uint64
+	sc   *sinkConsumer
+	m    outgoing
+}
+
+// sinkMaxBuffered bounds the deliveries waiting to be pushed to one node,
+// for no-ack consumers, which have no credit.
+const sinkMaxBuffered = 1024
+
+// sinkFor is node's sink, started on first use.
+func (r *remoteQueues) sinkFor(node string) *remoteSink {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.sinks[node]
+	if s == nil && !r.closed {
+		s = &remoteSink{r: r, node: node, consumers: make(map[uint64]*sinkConsumer),
+			keys: make(map[*consumer]uint64), kick: make(chan struct{}, 1)}
+		r.sinks[node] = s
+		r.wg.Add(1)
+		go s.pushLoop()
+	}
+	return s
+}
+
+func (s *remoteSink) reserve(c *consumer, wake queueHandle) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.buf) < sinkMaxBuffered {
+		return true
+	}
+	for _, w := range s.wakes {
+		if w == wake {
+			return false
+		}
+	}
+	s.wakes = append(s.wakes, wake)
+	return false
+}
+
+// refund and charge: the remote consumer's credit is its prefetch, which
+// the queue counts; the ingress channel counts its own channel prefetch.
+func (*remoteSink) refund(*consumer) {}
+
+func (*remoteSink) charge(*consumer) {}
+
+func (s *remoteSink) deliver(c *consumer, m outgoing) {
+	s.mu.Lock()
+	key := s.keys[c]
+	sc := s.consumers[key]
+	if sc != nil && !c.noAck {
+		sc.out[m.id] = struct{}{}
+	}
+	s.buf = append(s.buf, pushItem{kind: pushDeliver, key: key, sc: sc, m: m})
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *remoteSink) cancelled(c *consumer) {
+	s.mu.Lock()
+	key, ok := s.keys[c]
+	if ok {
+		delete(s.keys, c)
+		delete(s.consumers, key)
+		s.buf = append(s.buf, pushItem{kind: pushCancelled, key: key})
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *remoteSink) subscribed(c *consumer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.keys[c]
+	return ok
+}
+
+func (s *remoteSink) owner() consumerOwner {
+	return consumerOwner{ConnName: "consumer on node " + s.node, Peer: s.node, DefaultTimeout: s.r.s.cfg.ConsumerTimeout}
+}
+
+func (s *remoteSink) signal() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// add records a new remote consumer under key.
+func (s *remoteSink) add(key uint64, c *consumer, q *Queue) {
+	s.mu.Lock()
+	s.consumers[key] = &sinkConsumer{c: c, q: q, out: make(map[uint64]struct{})}
+	s.keys[c] = key
+	s.mu.Unlock()
+}
+
+// take removes the consumer under key.
+func (s *remoteSink) take(key uint64) *sinkConsumer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.consumers[key]
+	if sc != nil {
+		delete(s.consumers, key)
+		delete(s.keys, sc.c)
+	}
+	return sc
+}
+
+// settled forgets id among key's unsettled deliveries and returns the
+// consumer whose credit it returns (nil for basic.get or one cancelled).
+func (s *remoteSink) settled(key, id uint64) *consumer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.consumers[key]
+	if sc == nil {
+		return nil
+	}
+	delete(sc.out, id)
+	return sc.c
+}
+
+// pushLoop pushes buffered items to the node until this node stops.
+func (s *remoteSink) pushLoop() {
+	defer s.r.wg.Done()
+	for {
+		select {
+		case <-s.kick:
+		case <-s.r.ctx.Done():
+			return
+		}
+		for s.push() {
+		}
+	}
+}
+
+// push sends what is buffered and reports whether there was anything. A
+// node that does not take it is lost to this queue: its consumers are
+// cancelled here and their deliveries requeued, as RabbitMQ does for a
+// channel whose node went down.
+func (s *remoteSink) push() bool {
+	s.mu.Lock()
+	items, wakes := s.buf, s.wakes
+	s.buf, s.wakes = nil, nil
+	s.mu.Unlock()
+	for _, q := range wakes {
+		q.redispatch()
+	}
+	if len(items) == 0 {
+		return false
+	}
+	w := wireWriter{}
+	w.uint(uint64(len(items)))
+	for _, it := range items {
+		w.uint(it.kind)
+		w.uint(it.key)
+		if it.kind == pushDeliver {
+			w.outgoing(it.m)
+		}
+	}
+	ans, err := s.r.call(s.node, rpcDeliver, w.b, remoteConfirmTimeout)
+	if err != nil {
+		if s.r.ctx.Err() == nil {
+			s.r.s.log.Warn("consumers' node lost: cancelling its consumers and requeueing their deliveries", "node", s.node, "err", err)
+			s.lose()
+		}
+		return true
+	}
+	rd, aerr := readAnswer(ans, 0)
+	if aerr != nil {
+		return true
+	}
+	type ref struct{ key, id uint64 }
+	refused := make(map[ref]bool)
+	for range rd.count() {
+		key, id := rd.uint(), rd.uint()
+		if rd.err == nil {
+			refused[ref{key, id}] = true
+		}
+	}
+	for _, it := range items {
+		if it.kind == pushDeliver && it.sc != nil && refused[ref{it.key, it.m.id}] {
+			s.requeue(it.sc, it.key, it.m.id)
+		}
+	}
+	return true
+}
+
+// requeue returns one delivery the node refused (its consumer was
+// cancelled there meanwhile).
+func (s *remoteSink) requeue(sc *sinkConsumer, key, id uint64) {
+	s.mu.Lock()
+	delete(sc.out, id)
+	s.mu.Unlock()
+	if sc.c.noAck {
+		return // settled when it was delivered
+	}
+	sc.q.h.settle([]delivery{{q: sc.q.h, c: sc.c, id: id}}, settleRequeue)
+}
+
+// lose cancels every consumer of the node and requeues what they held.
+func (s *remoteSink) lose() {
+	s.mu.Lock()
+	lost := s.consumers
+	s.consumers = make(map[uint64]*sinkConsumer)
+	s.keys = make(map[*consumer]uint64)
+	s.buf = nil
+	s.mu.Unlock()
+	for _, sc := range lost {
+		if sc.q.h.cancel(sc.c) {
+			sc.q.vhost.removeQueue(sc.q, "auto-delete: its consumers' node was lost")
+		}
+		ds := make([]delivery, 0, len(sc.out))
+		for id := range sc.out {
+			ds = append(ds, delivery{q: sc.q.h, c: sc.c, id: id})
+		}
+		if len(ds) > 0 {
+			sc.q.h.settle(ds, settleRequeue)
+		}
+	}
+}
+
+func (r *remoteQueues) handleConsume(_ context.Context, from string, payload []byte) ([]byte, error) {
+	rd := wireReader{b: payload}
+	q, aerr := r.forwardedQueue(&rd, methodBasicConsume)
+	key, tag := rd.uint(), rd.string()
+	noAck, exclusive := rd.bool(), rd.bool()
+	prefetch, priority, args := rd.uint(), rd.int(), rd.table()
+	if aerr != nil {
+		return refusedAnswer(aerr), nil
+	}
+	if rd.err != nil {
+		return nil, rd.err
+	}
+	s := r.sinkFor(from)
+	if s == nil {
+		return refusedAnswer(amqp.NewError(amqp.ConnectionForced, methodBasicConsume, "node '%s' is stopping", r.node)), nil
+	}
+	c := &consumer{tag: tag, sink: s, q: q.h, noAck: noAck, exclusive: exclusive, prefetch: uint16(prefetch), priority: priority, args: args}
+	s.add(key, c, q)
+	if aerr := q.h.consume(c, func() {}); aerr != nil {
+		s.take(key)
+		return refusedAnswer(aerr), nil
+	}
+	return okAnswer().b, nil
+}
+
+// handleCancel unsubscribes a remote consumer; its unsettled deliveries
+// stay with the client's channel, which may still settle them. An
+// auto-delete queue that lost its last consumer is deleted, as locally.
+func (r *remoteQueues) handleCancel(_ context.Context, from string, payload []byte) ([]byte, error) {
+	rd := wireReader{b: payload}
+	q, aerr := r.homeQueue(&rd, methodBasicConsume)
+	key := rd.uint()
+	if aerr != nil {
+		return refusedAnswer(aerr), nil
+	}
+	auto := false
+	if s := r.sinkFor(from); s != nil {
+		if sc := s.take(key); sc != nil {
+			auto = q.h.cancel(sc.c)
+		}
+	}
+	if auto {
+		q.vhost.removeQueue(q, "auto-delete")
+	}
+	w := okAnswer()
+	w.bool(auto)
+	return w.b, nil
+}
+
+// handleSettle settles deliveries of this node's queues for their node's
+// channels, one call per run of the same queue and kind, as a channel does.
+func (r *remoteQueues) handleSettle(_ context.Context, from string, payload []byte) ([]byte, error) {
+	s := r.sinkFor(from)
+	rd := wireReader{b: payload}
+	n := rd.count()
+	var run []delivery
+	var runQ *Queue
+	var runKind settleKind
+	flush := func() {
+		if len(run) > 0 {
+			runQ.h.settle(run, runKind)
+		}
+		run = run[:0]
+	}
+	for range n {
+		q, aerr := r.homeQueue(&rd, 0)
+		kind, key, id := settleKind(rd.uint()), rd.uint(), rd.uint()
+		if rd.err != nil {
+			return nil, rd.err
+		}
+		if aerr != nil {
+			continue // deleted meanwhile: nothing to settle
+		}
+		if q != runQ || kind != runKind {
+			flush()
+			runQ, runKind = q, kind
+		}
+		var c *consumer
+		if s != nil {
+			c = s.settled(key, id)
+		}
+		run = append(run, delivery{q: q.h, c: c, id: id})
+	}
+	flush()
+	return okAnswer().b, nil
+}

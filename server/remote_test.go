@@ -1,0 +1,377 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// memNet joins in-process servers' remote-queue planes: a call runs the
+// other node's handler in the caller's goroutine, as the rpc plane runs it
+// on the other node. A node marked down answers nothing, as a dead node.
+// A hold on a method parks its calls until released (a slow home).
+type memNet struct {
+	mu       sync.Mutex
+	handlers map[string]map[string]peerHandler
+	down     map[string]bool
+	hold     map[string]chan struct{}
+}
+
+func newMemNet() *memNet {
+	return &memNet{handlers: make(map[string]map[string]peerHandler), down: make(map[string]bool), hold: make(map[string]chan struct{})}
+}
+
+var errMemNodeDown = errors.New("memnet: node down")
+
+type memPeer struct {
+	net  *memNet
+	node string
+}
+
+func (p memPeer) Handle(method string, h peerHandler) {
+	p.net.mu.Lock()
+	defer p.net.mu.Unlock()
+	if p.net.handlers[p.node] == nil {
+		p.net.handlers[p.node] = make(map[string]peerHandler)
+	}
+	p.net.handlers[p.node][method] = h
+}
+
+func (p memPeer) Call(ctx context.Context, node, method string, payload []byte) ([]byte, error) {
+	n := p.net
+	n.mu.Lock()
+	h, down, hold := n.handlers[node][method], n.down[node] || n.down[p.node], n.hold[method]
+	n.mu.Unlock()
+	if down || h == nil {
+		return nil, fmt.Errorf("%w: %s", errMemNodeDown, node)
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return h(ctx, p.node, append([]byte(nil), payload...))
+}
+
+func (n *memNet) setDown(node string, down bool) {
+	n.mu.Lock()
+	n.down[node] = down
+	n.mu.Unlock()
+}
+
+// holdMethod parks calls of method until the returned release is called.
+func (n *memNet) holdMethod(method string) (release func()) {
+	ch := make(chan struct{})
+	n.mu.Lock()
+	n.hold[method] = ch
+	n.mu.Unlock()
+	return func() {
+		n.mu.Lock()
+		delete(n.hold, method)
+		n.mu.Unlock()
+		close(ch)
+	}
+}
+
+// startNodes starts one server per name, joined by net.
+func startNodes(t testing.TB, net *memNet, names ...string) []*testServer {
+	t.Helper()
+	out := make([]*testServer, len(names))
+	for i, name := range names {
+		ts := startServer(t, func(c *Config) { c.NodeName = name })
+		ts.enableRemoteQueues(name, memPeer{net, name}, memPeer{net, name})
+		out[i] = ts
+	}
+	return out
+}
+
+// declareHomed declares a durable queue on its home over AMQP and gives every
+// other node its definition with a proxy handle: what the cluster's
+// definitions apply does on each node (task H's hook), done here directly.
+func declareHomed(t testing.TB, home *testServer, others []*testServer, name string) {
+	t.Helper()
+	_, ch := home.channel(t)
+	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range others {
+		vh := ts.Vhost("/")
+		qa, aerr := parseQueueArgs(name, "/", nil)
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		q := newQueue(vh, name, true, false, false, nil, qa, nil)
+		q.h = ts.remote.remoteHandle(q, home.cfg.NodeName)
+		vh.mu.Lock()
+		vh.installQueueLocked(q)
+		vh.mu.Unlock()
+	}
+}
+
+// homeCounts are the home queue's ready messages and consumers.
+func homeCounts(ts *testServer, name string) (int, int) {
+	q := ts.Vhost("/").queue(name)
+	if q == nil {
+		return -1, -1
+	}
+	return q.h.counts()
+}
+
+// TestRemotePublishOnBConsumeOnC publishes with confirms on B to a queue
+// homed on A and consumes on C with acks and a prefetch: every message
+// arrives once, in order, and the consumer never holds more than its
+// prefetch unacked.
+func TestRemotePublishOnBConsumeOnC(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b", "warren@c")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	declareHomed(t, a, []*testServer{b, c}, "q")
+
+	const n, prefetch = 3000, 10
+	_, pub := b.channel(t)
+	must(t, pub.Confirm(false))
+	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, n))
+	for i := range n {
+		must(t, pub.Publish("", "q", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte(fmt.Sprint(i))}))
+	}
+	for range n {
+		if conf := nextConfirm(t, confirms); !conf.Ack {
+			t.Fatalf("publish %d nacked", conf.DeliveryTag)
+		}
+	}
+	if ready, _ := homeCounts(a, "q"); ready != n {
+		t.Fatalf("home holds %d messages after %d confirms", ready, n)
+	}
+
+	_, sub := c.channel(t)
+	must(t, sub.Qos(prefetch, 0, false))
+	ds, err := sub.Consume("q", "", false, false, false, false, nil)
+	must(t, err)
+	var held []amqp091.Delivery
+	for i := range n {
+		d := recv(t, ds)
+		if string(d.Body) != fmt.Sprint(i) || d.Redelivered {
+			t.Fatalf("delivery %d: body %q redelivered %v", i, d.Body, d.Redelivered)
+		}
+		held = append(held, d)
+		if len(held) > prefetch {
+			t.Fatalf("%d deliveries unacked with prefetch %d", len(held), prefetch)
+		}
+		if len(held) == prefetch {
+			// Nothing more arrives until an ack returns credit.
+			select {
+			case d := <-ds:
+				t.Fatalf("delivery %q beyond the prefetch", d.Body)
+			case <-time.After(20 * time.Millisecond):
+			}
+			must(t, held[len(held)-1].Ack(true))
+			held = held[:0]
+		}
+	}
+	waitFor(t, 5*time.Second, "the home's queue to be empty and settled", func() bool {
+		q := a.Vhost("/").queue("q")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.ready.len() == 0 && len(q.pending) == 0
+	})
+}
+
+// TestRemoteConfirmWaitsForHome holds the home's answer to a forwarded
+// publish: the client's confirm waits for it.
+func TestRemoteConfirmWaitsForHome(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a, b := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	_, pub := b.channel(t)
+	must(t, pub.Confirm(false))
+	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, 1))
+	release := net.holdMethod(rpcPublish)
+	must(t, pub.Publish("", "q", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("x")}))
+	select {
+	case conf := <-confirms:
+		t.Fatalf("confirm %+v before the home answered", conf)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if conf := nextConfirm(t, confirms); !conf.Ack {
+		t.Fatal("nacked")
+	}
+	if ready, _ := homeCounts(a, "q"); ready != 1 {
+		t.Fatalf("home holds %d messages", ready)
+	}
+}
+
+// TestRemoteRequeueAndConnectionClose: a nack with requeue on C redelivers
+// from A with redelivered set; closing C's connection with unacked messages
+// returns them to A.
+func TestRemoteRequeueAndConnectionClose(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@c")
+	a, c := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	_, pub := a.channel(t)
+	for i := range 3 {
+		publish(t, pub, "", "q", fmt.Sprint(i))
+	}
+	conn, sub := c.channel(t)
+	ds, err := sub.Consume("q", "", false, false, false, false, nil)
+	must(t, err)
+	d := recv(t, ds)
+	must(t, d.Nack(false, true))
+	var again amqp091.Delivery
+	for again.Body == nil || string(again.Body) != string(d.Body) {
+		again = recv(t, ds)
+	}
+	if !again.Redelivered {
+		t.Fatal("requeued message not marked redelivered")
+	}
+	waitFor(t, 5*time.Second, "all three held on A", func() bool {
+		q := a.Vhost("/").queue("q")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.pending) == 3
+	})
+	must(t, conn.Close())
+	waitFor(t, 5*time.Second, "the unacked messages back on A", func() bool {
+		ready, consumers := homeCounts(a, "q")
+		return ready == 3 && consumers == 0
+	})
+	_, get := a.channel(t)
+	m, ok, err := get.Get("q", true)
+	must(t, err)
+	if !ok || !m.Redelivered {
+		t.Fatalf("after the connection closed: got %v redelivered %v", ok, m.Redelivered)
+	}
+}
+
+// TestRemoteGetPurgeDelete uses basic.get, queue.purge, passive declare and
+// queue.delete (if-empty refused, then done) on a queue homed on another
+// node, with RabbitMQ's answers.
+func TestRemoteGetPurgeDelete(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a, b := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	_, pub := a.channel(t)
+	for i := range 5 {
+		publish(t, pub, "", "q", fmt.Sprint(i))
+	}
+	_, ch := b.channel(t)
+	m, ok, err := ch.Get("q", false)
+	must(t, err)
+	if !ok || string(m.Body) != "0" || m.MessageCount != 4 {
+		t.Fatalf("get: ok %v body %q remaining %d", ok, m.Body, m.MessageCount)
+	}
+	must(t, m.Ack(false))
+	q, err := ch.QueueDeclarePassive("q", true, false, false, false, nil)
+	must(t, err)
+	if q.Messages != 4 {
+		t.Fatalf("passive declare counts %d messages", q.Messages)
+	}
+	waitFor(t, 5*time.Second, "the ack to reach A", func() bool {
+		hq := a.Vhost("/").queue("q")
+		hq.mu.Lock()
+		defer hq.mu.Unlock()
+		return len(hq.pending) == 0
+	})
+	n, err := ch.QueuePurge("q", false)
+	must(t, err)
+	if n != 4 {
+		t.Fatalf("purge dropped %d", n)
+	}
+	publish(t, pub, "", "q", "late")
+	if _, err := pub.QueueDeclarePassive("q", true, false, false, false, nil); err != nil {
+		t.Fatal(err) // a round trip on A's channel: the publish is enqueued
+	}
+	_, err = ch.QueueDelete("q", false, true, false)
+	expectCode(t, err, 406)
+	if want := "PRECONDITION_FAILED - queue 'q' in vhost '/' not empty"; err.(*amqp091.Error).Reason != want {
+		t.Fatalf("reason %q, want %q", err.(*amqp091.Error).Reason, want)
+	}
+	_, ch = b.channel(t)
+	n, err = ch.QueueDelete("q", false, false, false)
+	must(t, err)
+	if n != 1 || a.Vhost("/").queue("q") != nil || b.Vhost("/").queue("q") != nil {
+		t.Fatalf("delete answered %d; on A %v, on B %v", n, a.Vhost("/").queue("q"), b.Vhost("/").queue("q"))
+	}
+}
+
+// TestRemoteConsumerCancelledOnDelete: deleting the queue on its home
+// sends a consumer on another node basic.cancel.
+func TestRemoteConsumerCancelledOnDelete(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@c")
+	a, c := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	_, sub := c.channel(t)
+	cancels := sub.NotifyCancel(make(chan string, 1))
+	_, err := sub.Consume("q", "ctag", false, false, false, false, nil)
+	must(t, err)
+	_, ach := a.channel(t)
+	_, err = ach.QueueDelete("q", false, false, false)
+	must(t, err)
+	select {
+	case tag := <-cancels:
+		if tag != "ctag" {
+			t.Fatalf("cancelled %q", tag)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no basic.cancel on the consumer's node")
+	}
+}
+
+// TestRemoteHomeDown: while the home node does not answer, passive declare,
+// basic.get and basic.consume fail with RabbitMQ's 404 and a publish with
+// confirms is nacked; once it answers again they work.
+func TestRemoteHomeDown(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a, b := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	net.setDown("warren@a", true)
+	want := "NOT_FOUND - home node 'warren@a' of durable queue 'q' in vhost '/' is down or inaccessible"
+	for _, op := range []struct {
+		name string
+		run  func(*amqp091.Channel) error
+	}{
+		{"passive declare", func(ch *amqp091.Channel) error {
+			_, err := ch.QueueDeclarePassive("q", true, false, false, false, nil)
+			return err
+		}},
+		{"get", func(ch *amqp091.Channel) error { _, _, err := ch.Get("q", true); return err }},
+		{"consume", func(ch *amqp091.Channel) error { _, err := ch.Consume("q", "", true, false, false, false, nil); return err }},
+	} {
+		_, ch := b.channel(t)
+		err := op.run(ch)
+		var e *amqp091.Error
+		if !errors.As(err, &e) || e.Code != 404 || e.Reason != want {
+			t.Fatalf("%s: %v, want %q", op.name, err, want)
+		}
+	}
+	_, pub := b.channel(t)
+	must(t, pub.Confirm(false))
+	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, 2))
+	publish(t, pub, "", "q", "lost")
+	if conf := nextConfirm(t, confirms); conf.Ack {
+		t.Fatal("a publish to a queue whose home is down was acked")
+	}
+	net.setDown("warren@a", false)
+	publish(t, pub, "", "q", "kept")
+	if conf := nextConfirm(t, confirms); !conf.Ack {
+		t.Fatal("nacked after the home returned")
+	}
+	_, ch := b.channel(t)
+	m, ok, err := ch.Get("q", true)
+	must(t, err)
+	if !ok || string(m.Body) != "kept" {
+		t.Fatalf("after the home returned: %v %q", ok, m.Body)
+	}
+}
