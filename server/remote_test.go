@@ -347,7 +347,10 @@ func TestRemoteHomeDown(t *testing.T) {
 			return err
 		}},
 		{"get", func(ch *amqp091.Channel) error { _, _, err := ch.Get("q", true); return err }},
-		{"consume", func(ch *amqp091.Channel) error { _, err := ch.Consume("q", "", true, false, false, false, nil); return err }},
+		{"consume", func(ch *amqp091.Channel) error {
+			_, err := ch.Consume("q", "", true, false, false, false, nil)
+			return err
+		}},
 	} {
 		_, ch := b.channel(t)
 		err := op.run(ch)
