@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -377,4 +378,84 @@ func TestRemoteHomeDown(t *testing.T) {
 	if !ok || string(m.Body) != "kept" {
 		t.Fatalf("after the home returned: %v %q", ok, m.Body)
 	}
+}
+
+// BenchmarkRemotePublishConsume compares a queue on the client's node
+// (local) with one homed on another in-process node (forwarded): a
+// confirm-mode publisher with up to 256 publishes outstanding and an autoack
+// consumer, both over TCP on node B. cpu-ns/op is the process's CPU time
+// (user+system, both nodes and the clients) per message.
+func BenchmarkRemotePublishConsume(b *testing.B) {
+	for _, forwarded := range []bool{false, true} {
+		name := "local"
+		if forwarded {
+			name = "forwarded"
+		}
+		b.Run(name, func(b *testing.B) {
+			net := newMemNet()
+			nodes := startNodes(b, net, "warren@a", "warren@b")
+			home, ingress := nodes[1], nodes[1]
+			if forwarded {
+				home = nodes[0]
+			}
+			if forwarded {
+				declareHomed(b, home, nodes[1:], "bench")
+			} else {
+				declareHomed(b, home, nil, "bench")
+			}
+			benchPublishConsume(b, ingress)
+		})
+	}
+}
+
+func benchPublishConsume(b *testing.B, ts *testServer) {
+	_, pub := ts.channel(b)
+	_, sub := ts.channel(b)
+	must(b, pub.Confirm(false))
+	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, 512))
+	d, err := sub.Consume("bench", "", true, false, false, false, nil)
+	must(b, err)
+	body := make([]byte, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range b.N {
+			if _, ok := <-d; !ok {
+				return
+			}
+		}
+	}()
+	const window = 256
+	b.ReportAllocs()
+	b.SetBytes(16)
+	cpu0 := processCPU(b)
+	b.ResetTimer()
+	outstanding := 0
+	for range b.N {
+		if outstanding == window {
+			if !(<-confirms).Ack {
+				b.Fatal("nack")
+			}
+			outstanding--
+		}
+		must(b, pub.Publish("", "bench", false, false, amqp091.Publishing{Body: body}))
+		outstanding++
+	}
+	for ; outstanding > 0; outstanding-- {
+		if !(<-confirms).Ack {
+			b.Fatal("nack")
+		}
+	}
+	<-done
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
