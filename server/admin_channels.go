@@ -322,6 +322,9 @@ func (s *Server) Totals() Totals {
 		t.Queues += len(vh.queues)
 		vh.mu.RUnlock()
 		for _, q := range vh.Queues() {
+			if !q.homedHere() {
+				continue // its home counts its messages
+			}
 			info := q.h.info()
 			t.Ready += info.Ready
 			t.Unacked += info.Unacked

@@ -139,7 +139,9 @@ func (vh *Vhost) appendQueues(dst []*Queue) []*Queue {
 	vh.mu.RLock()
 	defer vh.mu.RUnlock()
 	for _, q := range vh.queues {
-		dst = append(dst, q)
+		if q.homedHere() { // a queue homed on another node is exported there, as rabbitmq_prometheus does
+			dst = append(dst, q)
+		}
 	}
 	return dst
 }

@@ -182,3 +182,10 @@ func (r *remoteQueues) homeQueue(rd *wireReader, method uint32) (*Queue, *amqp.E
 	}
 	return q, nil
 }
+
+// homedHere reports whether q's messages are on this node, so per-node
+// totals and metrics count each queue once in a cluster.
+func (q *Queue) homedHere() bool {
+	_, remote := q.h.(*remoteQueue)
+	return !remote
+}
