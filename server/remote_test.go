@@ -10,6 +10,7 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/warrenmq/warren/amqp"
 )
 
 // memNet joins in-process servers' remote-queue planes: a call runs the
@@ -21,6 +22,8 @@ type memNet struct {
 	handlers map[string]map[string]peerHandler
 	down     map[string]bool
 	hold     map[string]chan struct{}
+	// observe, when set, sees every call's method and payload.
+	observe func(method string, payload []byte)
 }
 
 func newMemNet() *memNet {
@@ -47,7 +50,11 @@ func (p memPeer) Call(ctx context.Context, node, method string, payload []byte) 
 	n := p.net
 	n.mu.Lock()
 	h, down, hold := n.handlers[node][method], n.down[node] || n.down[p.node], n.hold[method]
+	observe := n.observe
 	n.mu.Unlock()
+	if observe != nil {
+		observe(method, payload)
+	}
 	if down || h == nil {
 		return nil, fmt.Errorf("%w: %s", errMemNodeDown, node)
 	}
@@ -96,19 +103,23 @@ func startNodes(t testing.TB, net *memNet, names ...string) []*testServer {
 // declareHomed declares a durable queue on its home over AMQP and gives every
 // other node its definition with a proxy handle: what the cluster's
 // definitions apply does on each node (task H's hook), done here directly.
-func declareHomed(t testing.TB, home *testServer, others []*testServer, name string) {
+func declareHomed(t testing.TB, home *testServer, others []*testServer, name string, args ...amqp.Table) {
 	t.Helper()
+	var declared amqp.Table
+	if len(args) > 0 {
+		declared = args[0]
+	}
 	_, ch := home.channel(t)
-	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+	if _, err := ch.QueueDeclare(name, true, false, false, false, amqp091.Table(declared)); err != nil {
 		t.Fatal(err)
 	}
 	for _, ts := range others {
 		vh := ts.Vhost("/")
-		qa, aerr := parseQueueArgs(name, "/", nil)
+		qa, aerr := parseQueueArgs(name, "/", declared)
 		if aerr != nil {
 			t.Fatal(aerr)
 		}
-		q := newQueue(vh, name, true, false, false, nil, qa, nil)
+		q := newQueue(vh, name, true, false, false, declared, qa, nil)
 		q.h = ts.remote.remoteHandle(q, home.cfg.NodeName)
 		vh.mu.Lock()
 		vh.installQueueLocked(q)
@@ -377,6 +388,99 @@ func TestRemoteHomeDown(t *testing.T) {
 	must(t, err)
 	if !ok || string(m.Body) != "kept" {
 		t.Fatalf("after the home returned: %v %q", ok, m.Body)
+	}
+}
+
+// TestRemoteConsumerPriorityAndSingleActive: the home decides between
+// consumers on other nodes by x-priority, and with single active consumer
+// only the first consumer gets messages until it cancels.
+func TestRemoteConsumerPriorityAndSingleActive(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b", "warren@c")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	declareHomed(t, a, nodes[1:], "prio")
+	declareHomed(t, a, nodes[1:], "sac", amqp.Table{"x-single-active-consumer": true})
+	_, pub := a.channel(t)
+
+	_, low := c.channel(t)
+	lowDs, err := low.Consume("prio", "low", true, false, false, false, amqp091.Table{"x-priority": int32(0)})
+	must(t, err)
+	_, high := b.channel(t)
+	highDs, err := high.Consume("prio", "high", true, false, false, false, amqp091.Table{"x-priority": int32(5)})
+	must(t, err)
+	waitFor(t, 5*time.Second, "both consumers on the home", func() bool { _, n := homeCounts(a, "prio"); return n == 2 })
+	for i := range 20 {
+		publish(t, pub, "", "prio", fmt.Sprint(i))
+	}
+	for range 20 {
+		recv(t, highDs)
+	}
+	expectNone(t, lowDs, low, pub)
+
+	_, first := b.channel(t)
+	firstDs, err := first.Consume("sac", "first", false, false, false, false, nil)
+	must(t, err)
+	_, second := c.channel(t)
+	secondDs, err := second.Consume("sac", "second", false, false, false, false, nil)
+	must(t, err)
+	waitFor(t, 5*time.Second, "both consumers on the home", func() bool { _, n := homeCounts(a, "sac"); return n == 2 })
+	publish(t, pub, "", "sac", "one")
+	must(t, recv(t, firstDs).Ack(false))
+	expectNone(t, secondDs, second, pub)
+	must(t, first.Cancel("first", false))
+	publish(t, pub, "", "sac", "two")
+	if d := recv(t, secondDs); string(d.Body) != "two" {
+		t.Fatalf("second consumer got %q", d.Body)
+	}
+}
+
+// TestRemoteFanOutCrossesOnce: a message routed on B to two queues homed on
+// A travels as one forwarded entry naming both, and is confirmed once both
+// have it.
+func TestRemoteFanOutCrossesOnce(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a, b := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q1")
+	declareHomed(t, a, nodes[1:], "q2")
+	_, ch := b.channel(t)
+	must(t, ch.ExchangeDeclare("fx", "fanout", false, false, false, false, nil))
+	must(t, ch.QueueBind("q1", "", "fx", false, nil))
+	must(t, ch.QueueBind("q2", "", "fx", false, nil))
+	var mu sync.Mutex
+	var entries []int
+	net.mu.Lock()
+	net.observe = func(method string, payload []byte) {
+		if method != rpcPublish {
+			return
+		}
+		rd := wireReader{b: payload}
+		rd.string()
+		rd.uint()
+		for range rd.count() {
+			rd.string()
+			mu.Lock()
+			entries = append(entries, rd.count())
+			mu.Unlock()
+			break // the test publishes one message
+		}
+	}
+	net.mu.Unlock()
+	must(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+	publish(t, ch, "fx", "", "both")
+	if conf := nextConfirm(t, confirms); !conf.Ack {
+		t.Fatal("nacked")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(entries) != 1 || entries[0] != 2 {
+		t.Fatalf("forwarded entries naming %v queues, want one naming 2", entries)
+	}
+	for _, name := range []string{"q1", "q2"} {
+		if ready, _ := homeCounts(a, name); ready != 1 {
+			t.Fatalf("%s holds %d", name, ready)
+		}
 	}
 }
 
