@@ -463,7 +463,7 @@ func (s *Server) queueHome(node string) queueHome {
 	if node == "" || node == s.cfg.NodeName {
 		return localHome{s}
 	}
-	return remoteHome{node}
+	return remoteHome{s, node}
 }
 
 // localHome creates a queue's index (or a stream's log) in this node's
@@ -484,12 +484,17 @@ func (localHome) undo(q *Queue) { q.h.delete() }
 
 // remoteHome is a queue homed on another node: every node has the queue in
 // its definitions (and routes to it), only the home node has its storage.
-// The queue here is served through remoteQueue (cluster_queues.go). It
-// must not refuse: every node applies the same declare.
-type remoteHome struct{ node string }
+// Its handle here is made by makeRemote (cluster_queues.go): the proxy that
+// forwards its operations to the home (remote_queue.go) where this node
+// serves remote queues. It must not refuse: every node applies the same
+// declare.
+type remoteHome struct {
+	s    *Server
+	node string
+}
 
 func (h remoteHome) create(q *Queue) error {
-	makeRemote(q, h.node)
+	h.s.makeRemote(q, h.node)
 	return nil
 }
 

@@ -17,11 +17,17 @@ import (
 // home node is down.
 
 // makeRemote gives a queue just built by a declare or the loader (not yet
-// installed) the handle of a queue homed on node.
-func makeRemote(q *Queue, node string) {
+// installed) the handle of a queue homed on node: the remote-queue proxy
+// when this node serves remote queues and the queue is a classic one
+// (streams replicate in the next issue), unservedQueue otherwise.
+func (s *Server) makeRemote(q *Queue, node string) {
 	q.home = node
-	q.h = unservedQueue{q}
 	q.stopTimers() // x-expires and TTLs run on the home node
+	if _, classic := q.h.(classicQueue); classic && s.remote != nil {
+		q.h = s.remote.remoteHandle(q, node)
+		return
+	}
+	q.h = unservedQueue{q}
 }
 
 // homedHere reports whether this node holds q's data.

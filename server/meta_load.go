@@ -133,7 +133,7 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
 	if s.cluster != nil && mq.Node != "" && mq.Node != s.cfg.NodeName {
 		// Homed on another node: no files here (queueHome).
-		makeRemote(q, mq.Node)
+		s.makeRemote(q, mq.Node)
 	}
 	vh.queues[mq.Name] = q
 	return q, nil

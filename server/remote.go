@@ -177,15 +177,9 @@ func (r *remoteQueues) homeQueue(rd *wireReader, method uint32) (*Queue, *amqp.E
 	if q == nil {
 		return nil, amqp.NewError(amqp.NotFound, method, "no %s", describeQueue(name, vhost))
 	}
-	if _, remote := q.h.(*remoteQueue); remote {
+	if !q.homedHere() {
 		return nil, amqp.NewError(amqp.NotFound, method, "%s is not homed on node '%s'", describeQueue(name, vhost), r.node)
 	}
 	return q, nil
 }
 
-// homedHere reports whether q's messages are on this node, so per-node
-// totals and metrics count each queue once in a cluster.
-func (q *Queue) homedHere() bool {
-	_, remote := q.h.(*remoteQueue)
-	return !remote
-}

@@ -100,9 +100,9 @@ func startNodes(t testing.TB, net *memNet, names ...string) []*testServer {
 	return out
 }
 
-// declareHomed declares a durable queue on its home over AMQP and gives every
-// other node its definition with a proxy handle: what the cluster's
-// definitions apply does on each node (task H's hook), done here directly.
+// declareHomed declares a durable queue on its home over AMQP and applies
+// its definition on every other node as the meta Raft log would carry it
+// (DeclareQueue with the home's node name), which gives them its proxy.
 func declareHomed(t testing.TB, home *testServer, others []*testServer, name string, args ...amqp.Table) {
 	t.Helper()
 	var declared amqp.Table
@@ -114,16 +114,16 @@ func declareHomed(t testing.TB, home *testServer, others []*testServer, name str
 		t.Fatal(err)
 	}
 	for _, ts := range others {
-		vh := ts.Vhost("/")
-		qa, aerr := parseQueueArgs(name, "/", declared)
-		if aerr != nil {
-			t.Fatal(aerr)
+		cmd, err := EncodeCommand(DeclareQueue{Vhost: "/", Name: name, Durable: true, Arguments: tableBytes(declared), Node: home.cfg.NodeName})
+		must(t, err)
+		res, err := ts.ApplyCommitted(ts.AppliedIndex()+1, [][]byte{cmd})
+		must(t, err)
+		if res[0] != nil {
+			t.Fatalf("applying the definition on %s: %v", ts.cfg.NodeName, res[0])
 		}
-		q := newQueue(vh, name, true, false, false, declared, qa, nil)
-		q.h = ts.remote.remoteHandle(q, home.cfg.NodeName)
-		vh.mu.Lock()
-		vh.installQueueLocked(q)
-		vh.mu.Unlock()
+		if _, ok := ts.Vhost("/").queue(name).h.(*remoteQueue); !ok {
+			t.Fatalf("%s serves %q with %T, not a proxy", ts.cfg.NodeName, name, ts.Vhost("/").queue(name).h)
+		}
 	}
 }
 
