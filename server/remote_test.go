@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster"
 )
 
 // memNet joins in-process servers' remote-queue planes: a call runs the
@@ -563,3 +567,97 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestRemoteOverClusterRPC runs the forwarded publish, consume and ack
+// through the cluster package's authenticated rpc plane between two
+// in-process cluster nodes.
+func TestRemoteOverClusterRPC(t *testing.T) {
+	names := []string{"warren@a", "warren@b"}
+	var nodes []*cluster.Node
+	var seeds []string
+	for _, name := range names {
+		cfg := cluster.DefaultConfig()
+		cfg.NodeName, cfg.DataDir, cfg.BindAddr = name, t.TempDir(), "127.0.0.1:0"
+		cfg.Secret, cfg.ClusterName, cfg.BootstrapExpect = "a test secret of more than sixteen characters", "remote-test", 2
+		cfg.Seeds = seeds
+		g := memberlist.DefaultLocalConfig()
+		g.ProbeInterval, g.GossipInterval, g.PushPullInterval = 200*time.Millisecond, 50*time.Millisecond, time.Second
+		cfg.Gossip = g
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		n, err := cluster.New(cfg, &appliedFSM{})
+		must(t, err)
+		t.Cleanup(func() { n.Shutdown() })
+		nodes = append(nodes, n)
+		seeds = append(seeds, n.Addr())
+	}
+	waitFor(t, 10*time.Second, "both nodes alive in gossip", func() bool {
+		alive := 0
+		for _, m := range nodes[0].Members() {
+			if m.State == cluster.StateAlive {
+				alive++
+			}
+		}
+		return alive == 2
+	})
+	servers := make([]*testServer, 2)
+	for i, name := range names {
+		servers[i] = startServer(t, func(c *Config) { c.NodeName = name })
+		servers[i].ServeRemoteQueues(nodes[i])
+	}
+	a, b := servers[0], servers[1]
+	declareHomed(t, a, servers[1:], "q")
+	_, pub := b.channel(t)
+	must(t, pub.Confirm(false))
+	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, 100))
+	for i := range 100 {
+		publish(t, pub, "", "q", fmt.Sprint(i))
+	}
+	for range 100 {
+		if !nextConfirm(t, confirms).Ack {
+			t.Fatal("nacked")
+		}
+	}
+	_, sub := b.channel(t)
+	must(t, sub.Qos(7, 0, false))
+	ds, err := sub.Consume("q", "", false, false, false, false, nil)
+	must(t, err)
+	for i := range 100 {
+		d := recv(t, ds)
+		if string(d.Body) != fmt.Sprint(i) {
+			t.Fatalf("delivery %d is %q", i, d.Body)
+		}
+		must(t, d.Ack(false))
+	}
+	waitFor(t, 5*time.Second, "the acks on the home", func() bool {
+		q := a.Vhost("/").queue("q")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.ready.len() == 0 && len(q.pending) == 0
+	})
+}
+
+// appliedFSM is the meta log's state machine for a test of the rpc plane
+// alone: it keeps the applied index and no definitions.
+type appliedFSM struct {
+	mu    sync.Mutex
+	index uint64
+}
+
+func (f *appliedFSM) ApplyBatch(es []cluster.Entry) []error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(es) > 0 {
+		f.index = es[len(es)-1].Index
+	}
+	return make([]error, len(es))
+}
+
+func (f *appliedFSM) AppliedIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.index
+}
+
+func (*appliedFSM) Snapshot(w io.Writer) error { return nil }
+
+func (*appliedFSM) Restore(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }
