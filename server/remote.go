@@ -136,6 +136,17 @@ func (r *remoteQueues) link(home string) *homeLink {
 	return l
 }
 
+// publishedBefore waits until home answered this node's earlier forwarded
+// publishes (homeLink.barrier); nothing when none went there.
+func (r *remoteQueues) publishedBefore(home string) {
+	r.mu.Lock()
+	l := r.links[home]
+	r.mu.Unlock()
+	if l != nil {
+		l.barrier()
+	}
+}
+
 // call sends one synchronous operation to node, bounded by timeout.
 func (r *remoteQueues) call(node, method string, payload []byte, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, timeout)
@@ -183,3 +194,32 @@ func (r *remoteQueues) homeQueue(rd *wireReader, method uint32) (*Queue, *amqp.E
 	return q, nil
 }
 
+// NodeDown tells s that node left the cluster or was found dead (the
+// cluster wiring calls it on membership events). This node's consumers of
+// queues homed there are cancelled, with basic.cancel to the clients that
+// asked for consumer cancel notifications, as RabbitMQ does for consumers
+// of a queue whose node went down; that node's consumers of this node's
+// queues are cancelled here and what they held unacked is requeued, marked
+// redelivered.
+func (s *Server) NodeDown(node string) {
+	r := s.remote
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	var lost []*remoteConsumer
+	for key, rc := range r.consumers {
+		if rc.h.home == node {
+			lost = append(lost, rc)
+			delete(r.consumers, key)
+		}
+	}
+	sink := r.sinks[node]
+	r.mu.Unlock()
+	for _, rc := range lost {
+		rc.c.sink.cancelled(rc.c)
+	}
+	if sink != nil {
+		sink.lose()
+	}
+}

@@ -85,6 +85,20 @@ func (l *homeLink) enqueue(q *Queue, m *Message, ttl int64) (uint64, bool) {
 	return l.base + uint64(len(l.open)-1), true
 }
 
+// barrier waits until the home has answered every publish this node
+// forwarded to it so far, so a synchronous operation that follows (get,
+// purge, counts, delete) sees them, as on the publishing node's own queues.
+// It returns when the node stops; a home that does not answer ends it
+// within the confirm timeout.
+func (l *homeLink) barrier() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	target := l.base + uint64(len(l.open))
+	for l.done < target && l.r.ctx.Err() == nil {
+		l.room.Wait()
+	}
+}
+
 // whenDurable completes c once the home answered for token: the home's
 // copies are durable (ack) or it refused or did not answer (nack).
 func (l *homeLink) whenDurable(token uint64, c completion) {
@@ -155,6 +169,7 @@ func (l *homeLink) sendBatch() bool {
 	}
 	l.done = l.sendBase + uint64(len(batch))
 	l.forgetFailedLocked()
+	l.room.Broadcast() // and wakes barriers
 	l.mu.Unlock()
 	completeAll(acked, true)
 	completeAll(nacked, false)

@@ -294,6 +294,9 @@ func (*remoteQueue) applyPolicy(map[string]any) {}
 // callHome sends a synchronous operation to the home and reads its answer:
 // the home's refusal, or RabbitMQ's 404 when the home does not answer.
 func (h *remoteQueue) callHome(method string, payload []byte, amqpMethod uint32) (*wireReader, *amqp.Error) {
+	if method != rpcConsume && method != rpcCancel {
+		h.r.publishedBefore(h.home)
+	}
 	ans, err := h.r.call(h.home, method, payload, remoteCallTimeout)
 	if err != nil {
 		return nil, homeDownError(h.q, h.home, amqpMethod)

@@ -661,3 +661,75 @@ func (f *appliedFSM) AppliedIndex() uint64 {
 func (*appliedFSM) Snapshot(w io.Writer) error { return nil }
 
 func (*appliedFSM) Restore(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }
+
+// TestRemoteNodeDown: when the home is reported down, its queue's consumers
+// on another node get basic.cancel; when a consuming node is reported down,
+// the home cancels its consumers and requeues what they held, redelivered.
+func TestRemoteNodeDown(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a, b := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	_, pub := a.channel(t)
+	publish(t, pub, "", "q", "one")
+	publish(t, pub, "", "q", "two")
+	_, sub := b.channel(t)
+	cancels := sub.NotifyCancel(make(chan string, 1))
+	ds, err := sub.Consume("q", "ctag", false, false, false, false, nil)
+	must(t, err)
+	recv(t, ds)
+	recv(t, ds)
+
+	net.setDown("warren@b", true)
+	a.NodeDown("warren@b")
+	if ready, consumers := homeCounts(a, "q"); ready != 2 || consumers != 0 {
+		t.Fatalf("home after losing the consumers' node: %d ready, %d consumers", ready, consumers)
+	}
+	m, ok, err := pub.Get("q", true)
+	must(t, err)
+	if !ok || !m.Redelivered {
+		t.Fatalf("requeued message: ok %v redelivered %v", ok, m.Redelivered)
+	}
+
+	net.setDown("warren@b", false)
+	net.setDown("warren@a", true)
+	b.NodeDown("warren@a")
+	select {
+	case tag := <-cancels:
+		if tag != "ctag" {
+			t.Fatalf("cancelled %q", tag)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no basic.cancel after the home node went down")
+	}
+}
+
+// TestRemotePublishThenGet: a basic.get after a publish without confirms on
+// the same node sees the message, as on a local queue: synchronous
+// operations wait for the home's answer to the publishes before them.
+func TestRemotePublishThenGet(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	declareHomed(t, nodes[0], nodes[1:], "q")
+	_, ch := nodes[1].channel(t)
+	release := net.holdMethod(rpcPublish)
+	publish(t, ch, "", "q", "first")
+	got := make(chan string, 1)
+	go func() {
+		m, ok, err := ch.Get("q", true)
+		if err != nil || !ok {
+			got <- fmt.Sprintf("ok %v err %v", ok, err)
+			return
+		}
+		got <- string(m.Body)
+	}()
+	time.AfterFunc(50*time.Millisecond, release) // the publish is still with the network when get is sent
+	select {
+	case body := <-got:
+		if body != "first" {
+			t.Fatalf("get after publish: %s", body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("get did not answer")
+	}
+}
