@@ -9,8 +9,8 @@ import (
 
 // queueHandle is the one way channels, the management API and
 // dead-lettering use a queue, whatever its kind: a classic queue
-// (classicQueue), a stream (streamQueue), and later a proxy for a queue
-// whose home is another cluster node and a replicated queue. A *Queue is the
+// (classicQueue), a stream (streamQueue), a proxy for a queue whose home is
+// another cluster node (remoteQueue), and later a replicated queue. A *Queue is the
 // queue's definition (name, flags, arguments, bindings), which every node
 // knows; its handle, Queue.handle, is where its messages are.
 //

@@ -49,6 +49,10 @@ const (
 	linkMaxBatch   = 2048
 	linkMaxBytes   = 8 << 20
 	linkKeepFailed = 1 << 16 // failed tokens remembered for late whenDurable calls
+	// maxForwardedBody is the largest body one rpc frame carries (the
+	// cluster's rpc frames are bounded at 16 MiB); a larger message is not
+	// forwarded and its publish is nacked.
+	maxForwardedBody = 15 << 20
 )
 
 func newHomeLink(r *remoteQueues, home string) *homeLink {
@@ -68,7 +72,7 @@ func (l *homeLink) enqueue(q *Queue, m *Message, ttl int64) (uint64, bool) {
 		l.open[n-1].queues = append(l.open[n-1].queues, q.name)
 		return l.base + uint64(n-1), true
 	}
-	for (len(l.open) >= linkMaxBatch || l.bytes >= linkMaxBytes) && l.r.ctx.Err() == nil {
+	for len(l.open) > 0 && (len(l.open) >= linkMaxBatch || l.bytes+len(m.Body) > linkMaxBytes) && l.r.ctx.Err() == nil {
 		l.room.Wait()
 	}
 	if l.r.ctx.Err() != nil {

@@ -50,6 +50,11 @@ func (*remoteQueue) takesStoredCopy(*Message) bool { return false }
 // answer (accepted.wait). The home decides TTL, length limits and
 // dead-lettering; its refusal (reject-publish) is a nack.
 func (h *remoteQueue) enqueue(m *Message, ttl int64, _ bool, _ msgstore.Loc) accepted {
+	if len(m.Body) > maxForwardedBody {
+		h.r.s.log.Warn("message too large to forward to its queue's home node; not enqueued",
+			"queue", h.q.name, "node", h.home, "bytes", len(m.Body))
+		return accepted{res: enqueued, failed: true}
+	}
 	l := h.r.link(h.home)
 	if l == nil {
 		return accepted{res: enqueued, failed: true} // the node is stopping

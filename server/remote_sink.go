@@ -176,8 +176,8 @@ func (s *remoteSink) pushLoop() {
 // channel whose node went down.
 func (s *remoteSink) push() bool {
 	s.mu.Lock()
-	items, wakes := s.buf, s.wakes
-	s.buf, s.wakes = nil, nil
+	items, wakes := s.takeBatchLocked(), s.wakes
+	s.wakes = nil
 	s.mu.Unlock()
 	for _, q := range wakes {
 		q.redispatch()
@@ -220,6 +220,29 @@ func (s *remoteSink) push() bool {
 		}
 	}
 	return true
+}
+
+// takeBatchLocked takes the buffered items that fit one rpc frame (at least
+// one; a body is at most maxForwardedBody, as the publish that brought it).
+func (s *remoteSink) takeBatchLocked() []pushItem {
+	size, n := 0, 0
+	for n < len(s.buf) {
+		size += len(s.buf[n].m.props) + 64
+		if s.buf[n].m.msg != nil {
+			size += len(s.buf[n].m.msg.Body)
+		}
+		if n > 0 && size > linkMaxBytes {
+			break
+		}
+		n++
+	}
+	items := s.buf[:n:n]
+	if n == len(s.buf) {
+		s.buf = nil
+	} else {
+		s.buf = append([]pushItem(nil), s.buf[n:]...)
+	}
+	return items
 }
 
 // requeue returns one delivery the node refused (its consumer was
