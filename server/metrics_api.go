@@ -134,7 +134,7 @@ func (q *Queue) metrics() QueueMetrics {
 	return QueueMetrics{QueueInfo: q.Info(), Queue: q, HasDeadLetterExchange: hasDLX, DeadLetterExchange: dlx}
 }
 
-// appendQueues appends the vhost's queues, unsorted.
+// appendQueues appends the vhost's queues homed on this node, unsorted.
 func (vh *Vhost) appendQueues(dst []*Queue) []*Queue {
 	vh.mu.RLock()
 	defer vh.mu.RUnlock()
