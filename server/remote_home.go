@@ -176,12 +176,17 @@ func (r *remoteQueues) handleGet(_ context.Context, from string, payload []byte)
 	}
 	q.h.touch()
 	body := wireWriter{}
+	var ids []uint64
 	n, aerr := q.h.get(max, noAck, func(m outgoing, remaining int) {
 		body.outgoing(m)
 		body.uint(uint64(remaining))
+		ids = append(ids, m.id)
 	})
 	if aerr != nil {
 		return refusedAnswer(aerr), nil
+	}
+	if s := r.sinkFor(from); s != nil && !noAck && n > 0 {
+		s.got(q, ids) // returned to the queue if from is lost
 	}
 	w := okAnswer()
 	w.uint(uint64(n))

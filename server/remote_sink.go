@@ -23,6 +23,9 @@ type remoteSink struct {
 	keys      map[*consumer]uint64
 	buf       []pushItem
 	wakes     []queueHandle // queues to redispatch once buf drained
+	// gets are the node's basic.get deliveries not yet settled, by queue,
+	// which return to their queues if the node is lost.
+	gets map[*Queue]map[uint64]struct{}
 	kick      chan struct{}
 }
 
@@ -52,7 +55,7 @@ func (r *remoteQueues) sinkFor(node string) *remoteSink {
 	s := r.sinks[node]
 	if s == nil && !r.closed {
 		s = &remoteSink{r: r, node: node, consumers: make(map[uint64]*sinkConsumer),
-			keys: make(map[*consumer]uint64), kick: make(chan struct{}, 1)}
+			keys: make(map[*consumer]uint64), gets: make(map[*Queue]map[uint64]struct{}), kick: make(chan struct{}, 1)}
 		r.sinks[node] = s
 		r.wg.Add(1)
 		go s.pushLoop()
@@ -143,11 +146,35 @@ func (s *remoteSink) take(key uint64) *sinkConsumer {
 	return sc
 }
 
-// settled forgets id among key's unsettled deliveries and returns the
-// consumer whose credit it returns (nil for basic.get or one cancelled).
-func (s *remoteSink) settled(key, id uint64) *consumer {
+// got records basic.get deliveries of q the node holds unsettled.
+func (s *remoteSink) got(q *Queue, ids []uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	set := s.gets[q]
+	if set == nil {
+		set = make(map[uint64]struct{}, len(ids))
+		s.gets[q] = set
+	}
+	for _, id := range ids {
+		set[id] = struct{}{}
+	}
+}
+
+// settled forgets id among key's unsettled deliveries of q (key 0: a
+// basic.get's) and returns the consumer whose credit it returns (nil for
+// basic.get or one cancelled).
+func (s *remoteSink) settled(q *Queue, key, id uint64) *consumer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if key == 0 {
+		if set := s.gets[q]; set != nil {
+			delete(set, id)
+			if len(set) == 0 {
+				delete(s.gets, q)
+			}
+		}
+		return nil
+	}
 	sc := s.consumers[key]
 	if sc == nil {
 		return nil
@@ -260,11 +287,19 @@ func (s *remoteSink) requeue(sc *sinkConsumer, key, id uint64) {
 // lose cancels every consumer of the node and requeues what they held.
 func (s *remoteSink) lose() {
 	s.mu.Lock()
-	lost := s.consumers
+	lost, gets := s.consumers, s.gets
 	s.consumers = make(map[uint64]*sinkConsumer)
 	s.keys = make(map[*consumer]uint64)
+	s.gets = make(map[*Queue]map[uint64]struct{})
 	s.buf = nil
 	s.mu.Unlock()
+	for q, set := range gets {
+		ds := make([]delivery, 0, len(set))
+		for id := range set {
+			ds = append(ds, delivery{q: q.h, id: id})
+		}
+		q.h.settle(ds, settleRequeue)
+	}
 	for _, sc := range lost {
 		if sc.q.h.cancel(sc.c) {
 			sc.q.vhost.removeQueue(sc.q, "auto-delete: its consumers' node was lost")
@@ -358,7 +393,7 @@ func (r *remoteQueues) handleSettle(_ context.Context, from string, payload []by
 		}
 		var c *consumer
 		if s != nil {
-			c = s.settled(key, id)
+			c = s.settled(q, key, id)
 		}
 		run = append(run, delivery{q: q.h, c: c, id: id})
 	}

@@ -664,7 +664,8 @@ func (*appliedFSM) Restore(r io.Reader) error { _, err := io.Copy(io.Discard, r)
 
 // TestRemoteNodeDown: when the home is reported down, its queue's consumers
 // on another node get basic.cancel; when a consuming node is reported down,
-// the home cancels its consumers and requeues what they held, redelivered.
+// the home cancels its consumers and requeues what they and its basic.get
+// clients held unacked, redelivered.
 func TestRemoteNodeDown(t *testing.T) {
 	net := newMemNet()
 	nodes := startNodes(t, net, "warren@a", "warren@b")
@@ -675,14 +676,20 @@ func TestRemoteNodeDown(t *testing.T) {
 	publish(t, pub, "", "q", "two")
 	_, sub := b.channel(t)
 	cancels := sub.NotifyCancel(make(chan string, 1))
+	must(t, sub.Qos(2, 0, false)) // the third message stays for basic.get
 	ds, err := sub.Consume("q", "ctag", false, false, false, false, nil)
 	must(t, err)
 	recv(t, ds)
 	recv(t, ds)
+	publish(t, pub, "", "q", "three")
+	_, getter := b.channel(t)
+	if _, ok, err := getter.Get("q", false); err != nil || !ok {
+		t.Fatalf("get on B: ok %v err %v", ok, err)
+	}
 
 	net.setDown("warren@b", true)
 	a.NodeDown("warren@b")
-	if ready, consumers := homeCounts(a, "q"); ready != 2 || consumers != 0 {
+	if ready, consumers := homeCounts(a, "q"); ready != 3 || consumers != 0 {
 		t.Fatalf("home after losing the consumers' node: %d ready, %d consumers", ready, consumers)
 	}
 	m, ok, err := pub.Get("q", true)
