@@ -26,7 +26,7 @@ type remoteSink struct {
 	// gets are the node's basic.get deliveries not yet settled, by queue,
 	// which return to their queues if the node is lost.
 	gets map[*Queue]map[uint64]struct{}
-	kick      chan struct{}
+	kick chan struct{}
 }
 
 // sinkConsumer is one remote consumer: its queue and the deliveries it
