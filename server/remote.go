@@ -217,6 +217,7 @@ func (s *Server) NodeDown(node string) {
 	sink := r.sinks[node]
 	r.mu.Unlock()
 	for _, rc := range lost {
+		rc.retire()
 		rc.c.sink.cancelled(rc.c)
 	}
 	if sink != nil {

@@ -18,21 +18,33 @@ func (r *remoteQueues) addConsumer(rc *remoteConsumer) uint64 {
 
 func (r *remoteQueues) removeConsumer(key uint64) {
 	r.mu.Lock()
+	rc := r.consumers[key]
 	delete(r.consumers, key)
 	r.mu.Unlock()
+	if rc != nil {
+		rc.retire()
+	}
 }
 
-// takeConsumer removes c and returns its key.
+// takeConsumer removes c and returns its key; when it returns, no pushed
+// delivery to c is in progress or follows.
 func (r *remoteQueues) takeConsumer(c *consumer) (uint64, bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for key, rc := range r.consumers {
+	var found *remoteConsumer
+	var key uint64
+	for k, rc := range r.consumers {
 		if rc.c == c {
-			delete(r.consumers, key)
-			return key, true
+			found, key = rc, k
+			delete(r.consumers, k)
+			break
 		}
 	}
-	return 0, false
+	r.mu.Unlock()
+	if found == nil {
+		return 0, false
+	}
+	found.retire()
+	return key, true
 }
 
 // keyOf is c's key, or 0 for basic.get (c nil) and a consumer cancelled
@@ -55,13 +67,18 @@ func (r *remoteQueues) keyOf(c *consumer) uint64 {
 // deleted).
 func (r *remoteQueues) takeConsumersOf(h *remoteQueue) []*consumer {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	var cs []*consumer
+	var gone []*remoteConsumer
 	for key, rc := range r.consumers {
 		if rc.h == h {
-			cs = append(cs, rc.c)
+			gone = append(gone, rc)
 			delete(r.consumers, key)
 		}
+	}
+	r.mu.Unlock()
+	cs := make([]*consumer, len(gone))
+	for i, rc := range gone {
+		rc.retire()
+		cs[i] = rc.c
 	}
 	return cs
 }
@@ -106,14 +123,10 @@ func (r *remoteQueues) handleDeliver(ctx context.Context, from string, payload [
 			return nil, rd.err
 		}
 		rc := r.lookupConsumer(key)
-		if rc == nil || !r.awaitSubscribed(ctx, rc) || !rc.c.sink.subscribed(rc.c) {
+		if rc == nil || !r.deliverPushed(ctx, rc, m) {
 			refused = append(refused, key, m.id)
 			continue
 		}
-		if !rc.c.noAck {
-			rc.c.sink.charge(rc.c) // the channel's prefetch count; settle releases it
-		}
-		rc.c.sink.deliver(rc.c, m)
 		if len(wait) == 0 || wait[len(wait)-1] != rc {
 			wait = append(wait, rc)
 		}
@@ -130,6 +143,24 @@ func (r *remoteQueues) handleDeliver(ctx context.Context, from string, payload [
 		w.uint(v)
 	}
 	return w.b, nil
+}
+
+// deliverPushed hands m to rc's channel unless rc is gone or its channel
+// dropped it; the check and the hand-over are one step under rc.mu.
+func (r *remoteQueues) deliverPushed(ctx context.Context, rc *remoteConsumer, m outgoing) bool {
+	if !r.awaitSubscribed(ctx, rc) {
+		return false
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.gone || !rc.c.sink.subscribed(rc.c) {
+		return false
+	}
+	if !rc.c.noAck {
+		rc.c.sink.charge(rc.c) // the channel's prefetch count; settle releases it
+	}
+	rc.c.sink.deliver(rc.c, m)
+	return true
 }
 
 // awaitSubscribed waits for consume-ok to have been sent to rc's client.

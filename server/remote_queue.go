@@ -39,6 +39,19 @@ type remoteConsumer struct {
 	// subscribed is closed once consume's accepted callback ran, so a
 	// push that overtook the home's consume answer waits for consume-ok.
 	subscribed chan struct{}
+	// mu is held across a pushed delivery's check and hand-over to the
+	// channel; gone is set under it once the consumer left the registry,
+	// so no delivery reaches the channel after cancel returned (a channel
+	// closing takes its unacked deliveries after cancelling).
+	mu   sync.Mutex
+	gone bool
+}
+
+// retire marks rc gone, after any delivery in progress to it.
+func (rc *remoteConsumer) retire() {
+	rc.mu.Lock()
+	rc.gone = true
+	rc.mu.Unlock()
 }
 
 func (h *remoteQueue) queue() *Queue { return h.q }
