@@ -49,11 +49,13 @@ const (
 	rpcDeliver = "queue.deliver" // home → ingress: deliveries and cancels
 )
 
+// remoteConfirmTimeout bounds a forwarded publish batch and a push of
+// deliveries: unconfirmed after it, the publishes are nacked
+// (rabbit_fifo_client's 30 s). A variable so a test can shorten it.
+var remoteConfirmTimeout = 30 * time.Second
+
 // Timeouts of forwarded operations.
 const (
-	// remoteConfirmTimeout bounds a forwarded publish batch: unconfirmed
-	// after it, the publishes are nacked (rabbit_fifo_client's 30 s).
-	remoteConfirmTimeout = 30 * time.Second
 	// remoteCallTimeout bounds a synchronous operation (get, purge,
 	// consume, counts): a home that does not answer within it counts as
 	// down or inaccessible.

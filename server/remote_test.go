@@ -225,6 +225,26 @@ func TestRemoteConfirmWaitsForHome(t *testing.T) {
 	}
 }
 
+// TestRemoteConfirmTimeout: a home that does not answer a forwarded
+// publish within the confirm timeout gets it nacked to the client.
+func TestRemoteConfirmTimeout(t *testing.T) {
+	saved := remoteConfirmTimeout
+	remoteConfirmTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { remoteConfirmTimeout = saved })
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	declareHomed(t, nodes[0], nodes[1:], "q")
+	_, pub := nodes[1].channel(t)
+	must(t, pub.Confirm(false))
+	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, 1))
+	release := net.holdMethod(rpcPublish)
+	defer release()
+	publish(t, pub, "", "q", "x")
+	if conf := nextConfirm(t, confirms); conf.Ack {
+		t.Fatal("acked although the home never answered")
+	}
+}
+
 // TestRemoteRequeueAndConnectionClose: a nack with requeue on C redelivers
 // from A with redelivered set; closing C's connection with unacked messages
 // returns them to A.
