@@ -27,6 +27,13 @@ import (
 type clusterMember struct {
 	cfg  cluster.Config
 	node *cluster.Node // set by startCluster
+	// peers carries the remote-queue plane over node's rpc; made with the
+	// server so definitions replayed while the node starts get proxies.
+	peers *clusterPeers
+
+	// lost is the members noteLostNodes last saw not alive; only the reap
+	// loop's goroutine uses it.
+	lost map[string]bool
 
 	// seq numbers this node's proposals; waiting maps the sequence of a
 	// proposal in flight to the slot its apply on this node fills, so the
@@ -88,6 +95,7 @@ func (s *Server) startCluster() error {
 		return fmt.Errorf("server: starting the cluster node: %w", err)
 	}
 	cm.node = node
+	cm.peers.bind(node)
 	node.HandleRPC(methodNodeInfo, s.handleNodeInfo)
 	s.log.Info("cluster node started", "cluster_addr", node.Addr(), "cluster", cm.cfg.ClusterName)
 	s.goFunc(s.seedWhenBootstrapped)
@@ -373,8 +381,34 @@ func (s *Server) reapLoop() {
 			return
 		case <-t.C:
 		}
+		s.noteLostNodes()
 		if s.cluster.node.IsLeader() {
 			s.reapDeadQueues()
+		}
+	}
+}
+
+// noteLostNodes tells the remote-queue plane, once per loss, of each member
+// gossip no longer sees alive (NodeDown: consumers of its queues cancelled
+// here, what it held of this node's queues requeued); a member seen alive
+// again may be lost again later.
+func (s *Server) noteLostNodes() {
+	cm := s.cluster
+	for _, m := range cm.node.Members() {
+		if m.Name == cm.cfg.NodeName {
+			continue
+		}
+		alive := m.State == cluster.StateAlive
+		if cm.lost[m.Name] == !alive {
+			continue
+		}
+		if cm.lost == nil {
+			cm.lost = make(map[string]bool)
+		}
+		cm.lost[m.Name] = !alive
+		if !alive {
+			s.log.Warn("cluster node lost: its queues are unavailable here until it returns", "node", m.Name, "state", m.State.String())
+			s.NodeDown(m.Name)
 		}
 	}
 }

@@ -235,13 +235,33 @@ func TestClusterStandaloneUpgrade(t *testing.T) {
 	if n := readyOf(first.Vhost("/").queue("kept")); n != 3 {
 		t.Fatalf("kept has %d messages on its home after the join", n)
 	}
+	// The joiner serves the queue through its home: the passive declare
+	// counts the home's messages, a publish on the joiner reaches the
+	// home with its confirm, and basic.get on the joiner takes all four.
 	_, jch := joiner.channel(t)
-	_, err := jch.QueueDeclarePassive("kept", true, false, false, false, nil)
-	must(t, err)
-	_, _, err = jch.Get("kept", true)
-	expectCode(t, err, 404)
-	if !strings.Contains(err.Error(), "home node 'warren@solo' of durable queue 'kept' in vhost '/' is down or inaccessible") {
-		t.Fatalf("basic.get on a remote queue: %v", err)
+	if q, err := jch.QueueDeclarePassive("kept", true, false, false, false, nil); err != nil || q.Messages != 3 {
+		t.Fatalf("passive declare on the joiner: %+v %v", q, err)
+	}
+	must(t, jch.Confirm(false))
+	confirms := jch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+	must(t, jch.Publish("orders", "b", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("3")}))
+	if c := <-confirms; !c.Ack {
+		t.Fatal("a publish on the joiner to the home's queue was nacked")
+	}
+	var got []string
+	for range 4 {
+		m, ok, err := jch.Get("kept", true)
+		must(t, err)
+		if !ok {
+			t.Fatalf("basic.get on the joiner: empty after %v", got)
+		}
+		got = append(got, string(m.Body))
+	}
+	if fmt.Sprint(got) != "[0 1 2 3]" {
+		t.Fatalf("the joiner got %v from the home's queue", got)
+	}
+	if n := readyOf(first.Vhost("/").queue("kept")); n != 0 {
+		t.Fatalf("kept has %d messages on its home after the joiner took them", n)
 	}
 }
 

@@ -109,6 +109,8 @@ func New(cfg Config) (*Server, error) {
 	s.started = time.Now()
 	if cfg.Cluster != nil {
 		s.cluster = newClusterMember(&cfg)
+		s.cluster.peers = &clusterPeers{}
+		s.enableRemoteQueues(s.cluster.cfg.NodeName, s.cluster.peers, s.cluster.peers)
 	}
 	if err := s.loadTLS(); err != nil {
 		return nil, err
