@@ -114,7 +114,10 @@
 //     many segments without flushing grows the cache beyond its bound until
 //     the next Flush.
 //   - After a failed write or sync every call returns ErrFailed; the owner
-//     must Close and Open again to recover from what is on disk.
+//     must Close and Open again to recover from what is on disk. Before it
+//     closes the failed index, Unflushed gives it the live entries whose
+//     slots may not have reached the disk (their pages stay cached), so it
+//     can append them to the new index.
 //   - Open after an unclean stop reads every segment file (one read each,
 //     128 KiB at most) and skips the unused ids below the lease (at most 17
 //     segments' worth, about 70,000 ids).

@@ -87,6 +87,14 @@ func (ix *Index) flushHeld(sync bool) error {
 	if err != nil {
 		ix.err = fmt.Errorf("%w: %w", ErrFailed, err)
 		err = ix.err
+		// The planned slots may not be on disk: mark them dirty again, so
+		// their pages stay cached and Unflushed can hand them to the owner.
+		for _, r := range ix.wruns {
+			first := int(r.off / SlotSize)
+			for slot := first; slot < first+(r.to-r.from)/SlotSize; slot++ {
+				r.p.markDirty(slot)
+			}
+		}
 	}
 	ix.evictLocked()
 	ix.mu.Unlock()

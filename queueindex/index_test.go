@@ -728,6 +728,22 @@ func TestWriteFailureIsSticky(t *testing.T) {
 	if err := ix.Flush(); !errors.Is(err, ErrFailed) {
 		t.Fatalf("second Flush: %v, want ErrFailed", err)
 	}
+	// The ten entries the failed flush did not write are still handed out,
+	// in order and intact, however long the failed index stays open.
+	ix.ReleaseIdle()
+	ix.ReleaseIdle()
+	var lost []uint64
+	if err := ix.Unflushed(func(seq uint64, e Entry) {
+		if e != entryFor(seq) {
+			t.Errorf("Unflushed entry %d = %+v, want %+v", seq, e, entryFor(seq))
+		}
+		lost = append(lost, seq)
+	}); err != nil {
+		t.Fatalf("Unflushed on a failed index: %v", err)
+	}
+	if len(lost) != 10 || lost[0] != 10 || lost[9] != 19 {
+		t.Fatalf("Unflushed gave %v, want ids 10..19", lost)
+	}
 	ix.files.mu.Lock()
 	ix.files.detachLocked(h) // already closed above
 	ix.files.mu.Unlock()
@@ -738,6 +754,10 @@ func TestWriteFailureIsSticky(t *testing.T) {
 	defer ix.Close()
 	if rec.Clean || rec.Live != 10 {
 		t.Fatalf("after a failed index: %+v, want a scan finding the 10 flushed entries", rec)
+	}
+	n := 0
+	if err := ix.Unflushed(func(uint64, Entry) { n++ }); err != nil || n != 0 {
+		t.Fatalf("Unflushed after a clean open: %d entries, err %v; want none", n, err)
 	}
 }
 

@@ -1,8 +1,10 @@
 package queueindex
 
 import (
+	"cmp"
 	"errors"
 	"io/fs"
+	"slices"
 )
 
 // readBatch is how many entries ReadRange decodes per hold of the lock. The
@@ -193,6 +195,39 @@ func (ix *Index) visitAllLocked(fn func(seq uint64, e Entry)) error {
 		}
 		ix.stats.segmentReads.Add(1)
 		visitLive(scratch[:n], s.num, ix.next, visit)
+	}
+	return nil
+}
+
+// Unflushed calls fn, in sequence order, for each live entry whose slot has
+// changes that no successful Flush wrote: after a failed write or sync, the
+// entries a reopened index may lack. It also works on a failed index (not on
+// a closed one), so the owner can carry those entries over to the index it
+// opens next. fn runs with the index locked and must not call it.
+func (ix *Index) Unflushed(fn func(seq uint64, e Entry)) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed {
+		return ErrClosed
+	}
+	pages := make([]*page, 0, len(ix.cache))
+	for _, p := range ix.cache {
+		if p.ndirty > 0 {
+			pages = append(pages, p)
+		}
+	}
+	slices.SortFunc(pages, func(a, b *page) int { return cmp.Compare(a.num, b.num) })
+	for _, p := range pages {
+		base := p.num * SlotsPerSegment
+		for slot := 0; slot < SlotsPerSegment && base+uint64(slot) < ix.next; slot++ {
+			if p.dirty[slot/64]&(1<<(slot%64)) == 0 {
+				continue
+			}
+			st, e, err := decodeSlot(p.buf[slot*SlotSize : (slot+1)*SlotSize])
+			if err == nil && st == statusReady {
+				fn(base+uint64(slot), e)
+			}
+		}
 	}
 	return nil
 }
