@@ -513,6 +513,24 @@ func (ix *Index) releasePagesLocked() error {
 	return errors.Join(errs...)
 }
 
+// Abandon closes the index without writing anything, as a crash would:
+// changes since the last Flush are dropped and the next Open recovers from
+// the files. An owner that finds it cannot use an index it just opened
+// abandons it, so none of its half-done changes reach the disk.
+func (ix *Index) Abandon() error {
+	ix.flushMu.Lock()
+	defer ix.flushMu.Unlock()
+	ix.mu.Lock()
+	if ix.closed {
+		ix.mu.Unlock()
+		return ErrClosed
+	}
+	ix.closed = true
+	err := ix.releasePagesLocked()
+	ix.mu.Unlock()
+	return errors.Join(err, ix.closeFiles())
+}
+
 // Delete closes the index without flushing and removes its directory with
 // everything in it.
 func (ix *Index) Delete() error {

@@ -751,13 +751,32 @@ func TestWriteFailureIsSticky(t *testing.T) {
 		t.Fatalf("Close after failure: %v", err)
 	}
 	ix, rec := mustOpen(t, cfg)
-	defer ix.Close()
 	if rec.Clean || rec.Live != 10 {
 		t.Fatalf("after a failed index: %+v, want a scan finding the 10 flushed entries", rec)
 	}
 	n := 0
 	if err := ix.Unflushed(func(uint64, Entry) { n++ }); err != nil || n != 0 {
 		t.Fatalf("Unflushed after a clean open: %d entries, err %v; want none", n, err)
+	}
+	// Abandon writes nothing: the append and the ack are gone at the next Open.
+	appendN(t, ix, 20, 1)
+	if err := ix.Ack(rec.NextSeq - 1); err == nil {
+		t.Fatal("ack of an id never appended succeeded")
+	}
+	first, _ := ix.ReadRange(0, 1, func(uint64, Entry) bool { return true })
+	if err := ix.Ack(first - 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Abandon(); err != nil {
+		t.Fatalf("Abandon: %v", err)
+	}
+	if err := ix.Abandon(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Abandon: %v, want ErrClosed", err)
+	}
+	ix2, rec2 := mustOpen(t, cfg)
+	defer ix2.Close()
+	if rec2.Live != 10 {
+		t.Fatalf("after Abandon: %d live entries, want the 10 flushed ones", rec2.Live)
 	}
 }
 
