@@ -29,6 +29,14 @@ import (
 // on addr with its data in dir, serving until it is killed (or, on SIGTERM,
 // closed cleanly).
 func runCrashBroker(dir, addr string) {
+	if crashBrokerSetup != nil {
+		d, err := crashBrokerSetup(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crash broker: setup:", err)
+			os.Exit(3)
+		}
+		dir = d
+	}
 	if limit := os.Getenv("WARREN_CRASH_BROKER_FSIZE"); limit != "" {
 		// Simulate a full disk: writes past this file size fail with EFBIG.
 		n, err := strconv.ParseUint(limit, 10, 64)
@@ -61,6 +69,15 @@ func runCrashBroker(dir, addr string) {
 		}
 		cfg.SegmentSize = n
 	}
+	if head := os.Getenv("WARREN_CRASH_QUEUE_HEAD"); head != "" {
+		// A small head makes queues page to their indexes early.
+		n, err := strconv.Atoi(head)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crash broker: queue head:", err)
+			os.Exit(3)
+		}
+		cfg.QueueHeadMessages = n
+	}
 	if files := os.Getenv("WARREN_CRASH_INDEX_FILES"); files != "" {
 		n, err := strconv.Atoi(files)
 		if err != nil {
@@ -86,15 +103,31 @@ func runCrashBroker(dir, addr string) {
 		runMetaCrashOp(s, op, os.Getenv("WARREN_CRASH_META_WRITE")) // exits
 	}
 	// SIGTERM is a clean stop (checkpoints written); SIGKILL, the crash.
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
-	<-term
-	if err := s.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "crash broker: close:", err)
-		os.Exit(4)
+	// SIGHUP is a clean restart in the same process, for a broker whose
+	// data lives as long as the process does (a tmpfs of its own).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGHUP)
+	for got := range sig {
+		if err := s.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "crash broker: close:", err)
+			os.Exit(4)
+		}
+		if got == syscall.SIGTERM {
+			os.Exit(0)
+		}
+		if s, err = New(cfg); err == nil {
+			err = s.Start()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crash broker: restart:", err)
+			os.Exit(3)
+		}
 	}
-	os.Exit(0)
 }
+
+// crashBrokerSetup, if set (by an OS-specific test file), prepares the
+// child's data directory and returns the one to use.
+var crashBrokerSetup func(dir string) (string, error)
 
 type crashBroker struct {
 	cmd  *exec.Cmd

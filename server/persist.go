@@ -45,6 +45,9 @@ type vhostStorage struct {
 	stopped bool
 	// after are called with the outcome of the next round (afterRound).
 	after []func(error)
+	// reopen are the queues whose index failed a write; the committer
+	// reopens them (queue_reopen.go).
+	reopen map[*Queue]struct{}
 
 	kick chan struct{}
 	quit chan struct{}
@@ -196,9 +199,17 @@ func (v *vhostStorage) commitLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
+	// retry fires when a failed queue index is due for another reopen.
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	for {
 		select {
 		case <-v.kick:
+			v.retryReopens(retry)
+			v.round()
+		case <-retry.C:
+			v.retryReopens(retry)
 			v.round()
 		case <-tick:
 			v.syncIndexes()
@@ -209,6 +220,14 @@ func (v *vhostStorage) commitLoop() {
 			v.round()
 			return
 		}
+	}
+}
+
+// retryReopens reopens the failed queue indexes that are due and arms retry
+// for the next attempt.
+func (v *vhostStorage) retryReopens(retry *time.Timer) {
+	if wait := v.reopenIndexes(); wait > 0 {
+		retry.Reset(wait)
 	}
 }
 

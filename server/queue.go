@@ -68,6 +68,11 @@ type Queue struct {
 	pageFrom      uint64 // index sequence id to read back from
 	recoveredNext uint64 // index ids below this predate the last start
 	diskGone      bool   // the index was closed or deleted
+	// indexDown is set (under mu) while the index is failed or closed after
+	// a write error; the committer reopens it (queue_reopen.go). Atomic
+	// because the committer reads it without mu.
+	indexDown atomic.Bool
+	reopen    reopenState
 	// expiring is set while the queue may hold messages with an expiry (it is
 	// cleared when the queue empties), so plain queues skip the TTL checks.
 	expiring bool

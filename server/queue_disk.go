@@ -48,13 +48,21 @@ func (q *Queue) startPagingLocked() bool {
 // memory or on disk only. It returns false if the index refused it (the
 // store reference is then released).
 func (q *Queue) storedEnqueueLocked(qm queued, loc msgstore.Loc, persistent bool) bool {
+	if q.indexDown.Load() {
+		q.store.release(loc) // nacked; the failure was logged when it started
+		return false
+	}
 	seq, err := q.index.Append(queueindex.Entry{
 		Offset: loc.Offset, Pos: loc.Pos, Size: loc.Size, Expiry: qm.expiresAt,
 		Priority: qm.priority, Persistent: persistent,
 	})
 	if err != nil {
-		q.vhost.log.Error("queue index append failed", "queue", q.name, "err", err)
 		q.store.release(loc)
+		if isIndexFailure(err) {
+			q.indexFailedLocked(err)
+			return false
+		}
+		q.vhost.log.Error("queue index append failed", "queue", q.name, "err", err)
 		return false
 	}
 	qm.disk = &diskRef{seq: seq, loc: loc}
@@ -78,67 +86,68 @@ func (q *Queue) forgetLocked(m *queued) {
 	if m.disk == nil || q.index == nil || q.diskGone {
 		return
 	}
-	if err := q.index.Ack(m.disk.seq); err != nil && !errors.Is(err, queueindex.ErrClosed) {
-		q.vhost.log.Error("queue index ack failed", "queue", q.name, "err", err)
+	if q.reopen.inHead != nil {
+		delete(q.reopen.inHead, m.disk.seq)
 	}
 	q.store.release(m.disk.loc)
-	q.store.markDirty(q)
+	if !q.indexDown.Load() {
+		// While the index is down the ack is made at its reopen.
+		q.indexCallLocked("ack", q.index.Ack(m.disk.seq))
+	}
 	m.disk = nil
+}
+
+// indexCallLocked handles the outcome of an index call that changed the
+// index: the committer flushes it, or, if the index failed, the queue goes
+// down until its reopen.
+func (q *Queue) indexCallLocked(op string, err error) {
+	switch {
+	case err == nil:
+		q.store.markDirty(q)
+	case isIndexFailure(err):
+		q.indexFailedLocked(err)
+	case !errors.Is(err, queueindex.ErrClosed):
+		q.vhost.log.Error("queue index "+op+" failed", "queue", q.name, "err", err)
+	}
 }
 
 // markDeliveredLocked persists the delivered flag so redelivered is right
 // after a restart.
 func (q *Queue) markDeliveredLocked(m *queued) {
-	if m.disk == nil || q.index == nil || q.diskGone {
-		return
+	if m.disk == nil || q.index == nil || q.diskGone || q.indexDown.Load() {
+		return // while the index is down the flag is set at its reopen
 	}
-	if err := q.index.MarkDelivered(m.disk.seq); err != nil && !errors.Is(err, queueindex.ErrClosed) {
-		q.vhost.log.Error("queue index mark-delivered failed", "queue", q.name, "err", err)
-	}
-	q.store.markDirty(q)
+	q.indexCallLocked("mark-delivered", q.index.MarkDelivered(m.disk.seq))
 }
 
 // pageInLocked reads disk-only messages back into the head.
 func (q *Queue) pageInLocked() {
-	if q.paged == 0 || q.index == nil || q.diskGone {
-		return
+	if q.paged == 0 || q.index == nil || q.diskGone || q.indexDown.Load() {
+		return // a down index is read again once reopened
 	}
 	want := max(q.store.cfg.QueueHeadMessages-q.ready.len(), 64)
-	store := q.store
-	got := 0
+	got, skipped := 0, 0
 	next, err := q.index.ReadRange(q.pageFrom, want, func(seq uint64, e queueindex.Entry) bool {
+		if _, ok := q.reopen.inHead[seq]; ok {
+			skipped++ // in memory already: appended again at a reopen
+			delete(q.reopen.inHead, seq)
+			return true
+		}
 		got++
-		q.paged--
-		q.pagedBytes -= int(e.Size)
-		loc := msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size}
-		if !e.Persistent && seq < q.recoveredNext {
-			// A transient message paged to disk before the restart: gone, as in RabbitMQ.
-			q.dropIndexEntry(seq, loc)
-			return true
-		}
-		rec, err := store.store.Get(loc)
-		if err != nil {
-			q.vhost.log.Error("message lost: its record is missing from the store", "queue", q.name, "offset", e.Offset, "err", err)
-			if errors.Is(err, msgstore.ErrNotFound) {
-				// Recovery cut the record: the store holds no reference to drop.
-				q.dropIndexEntryOnly(seq)
-				return true
-			}
-			q.dropIndexEntry(seq, loc)
-			return true
-		}
-		m := messageFromRecord(rec)
-		q.nextSeq++
-		if e.Expiry != 0 {
-			q.expiring = true
-		}
-		q.ready.push(queued{msg: m, seq: q.nextSeq, redelivered: e.Delivered, expiresAt: e.Expiry,
-			priority: min(e.Priority, q.qa.maxPriority), disk: &diskRef{seq: seq, loc: loc}})
-		return true
+		return q.pageInEntryLocked(seq, e)
 	})
 	q.pageFrom = next
 	if err != nil {
-		q.vhost.log.Error("reading the queue index failed", "queue", q.name, "err", err)
+		if isIndexFailure(err) {
+			q.indexFailedLocked(err)
+		} else {
+			q.vhost.log.Error("reading the queue index failed", "queue", q.name, "err", err)
+		}
+		return // not a reason to think the messages are gone
+	}
+	if got == 0 && skipped > 0 && q.paged > 0 {
+		q.pageInLocked() // the batch held only messages in memory: read on
+		return
 	}
 	if got == 0 && q.paged > 0 {
 		// The index has no more live entries than we counted: trust the index.
@@ -147,20 +156,58 @@ func (q *Queue) pageInLocked() {
 	}
 	if q.paged == 0 {
 		q.paging.Store(false)
+		q.reopen.inHead = nil
 	}
+}
+
+// pageInEntryLocked moves one disk-only message into the head.
+func (q *Queue) pageInEntryLocked(seq uint64, e queueindex.Entry) bool {
+	store := q.store
+	q.paged--
+	q.pagedBytes -= int(e.Size)
+	loc := msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size}
+	if !e.Persistent && seq < q.recoveredNext {
+		// A transient message paged to disk before the restart: gone, as in RabbitMQ.
+		q.dropIndexEntry(seq, loc)
+		return true
+	}
+	rec, err := store.store.Get(loc)
+	if err != nil {
+		q.vhost.log.Error("message lost: its record is missing from the store", "queue", q.name, "offset", e.Offset, "err", err)
+		if errors.Is(err, msgstore.ErrNotFound) {
+			// Recovery cut the record: the store holds no reference to drop.
+			q.dropIndexEntryOnly(seq)
+			return true
+		}
+		q.dropIndexEntry(seq, loc)
+		return true
+	}
+	m := messageFromRecord(rec)
+	q.nextSeq++
+	if e.Expiry != 0 {
+		q.expiring = true
+	}
+	q.ready.push(queued{msg: m, seq: q.nextSeq, redelivered: e.Delivered, expiresAt: e.Expiry,
+		priority: min(e.Priority, q.qa.maxPriority), disk: &diskRef{seq: seq, loc: loc}})
+	return true
 }
 
 func (q *Queue) dropIndexEntry(seq uint64, loc msgstore.Loc) {
-	q.dropIndexEntryOnly(seq)
-	q.store.release(loc)
+	if q.dropIndexEntryOnly(seq) {
+		q.store.release(loc)
+	}
 }
 
-// dropIndexEntryOnly settles index entry seq without touching the store.
-func (q *Queue) dropIndexEntryOnly(seq uint64) {
-	if err := q.index.Ack(seq); err != nil {
-		q.vhost.log.Error("queue index ack failed", "queue", q.name, "err", err)
+// dropIndexEntryOnly settles index entry seq without touching the store. It
+// returns false if the index failed: the entry stays, and so must its store
+// reference, for the reopen to settle.
+func (q *Queue) dropIndexEntryOnly(seq uint64) bool {
+	if q.indexDown.Load() {
+		return false
 	}
-	q.store.markDirty(q)
+	err := q.index.Ack(seq)
+	q.indexCallLocked("ack", err)
+	return !isIndexFailure(err)
 }
 
 // messageFromRecord rebuilds a message read from the store. Its properties
@@ -189,23 +236,39 @@ func (q *Queue) flushIndex() error {
 	if q.index == nil {
 		return nil
 	}
+	if q.indexDown.Load() {
+		// Appends made before the failure may be lost with the failed
+		// index: the confirms waiting on them are nacked.
+		return errIndexDown
+	}
 	err := q.index.Flush()
 	if errors.Is(err, queueindex.ErrClosed) {
 		return nil // the queue was deleted meanwhile
+	}
+	if isIndexFailure(err) {
+		q.indexFailed(err)
 	}
 	return err
 }
 
 // syncIndex fsyncs the index's flushed changes (indexOwner).
 func (q *Queue) syncIndex() error {
-	if q.index == nil {
+	if q.index == nil || q.indexDown.Load() {
 		return nil
 	}
-	return q.index.Sync()
+	err := q.index.Sync()
+	if isIndexFailure(err) {
+		q.indexFailed(err) // logged there, once
+		return nil
+	}
+	return err
 }
 
 // indexName is the queue's name (indexOwner).
 func (q *Queue) indexName() string { return q.name }
+
+// errIndexDown fails a commit round that includes a queue whose index is down.
+var errIndexDown = errors.New("the queue index failed and is not reopened yet")
 
 // purgeDiskLocked settles every disk-only message.
 func (q *Queue) purgeDiskLocked() {
@@ -213,15 +276,23 @@ func (q *Queue) purgeDiskLocked() {
 		return
 	}
 	store := q.store
-	for q.paged > 0 {
+	for q.paged > 0 && !q.indexDown.Load() {
 		before := q.paged
 		next, err := q.index.ReadRange(q.pageFrom, 4096, func(seq uint64, e queueindex.Entry) bool {
+			if _, ok := q.reopen.inHead[seq]; ok {
+				return true // in memory: purged with the head
+			}
 			q.paged--
 			q.dropIndexEntry(seq, msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size})
+			if q.indexDown.Load() && !q.reopen.dropping {
+				q.reopen.dropping, q.reopen.dropFrom = true, seq // this one on: settled at the reopen
+			}
 			return true
 		})
 		q.pageFrom = next
-		if err != nil {
+		if isIndexFailure(err) {
+			q.indexFailedLocked(err)
+		} else if err != nil {
 			store.log.Error("purging the queue index failed", "queue", q.name, "err", err)
 			break
 		}
@@ -229,8 +300,12 @@ func (q *Queue) purgeDiskLocked() {
 			break
 		}
 	}
+	if q.indexDown.Load() && !q.reopen.dropping {
+		q.reopen.dropping, q.reopen.dropFrom = true, q.pageFrom
+	}
 	q.paged, q.pagedBytes = 0, 0
 	q.paging.Store(false)
+	q.reopen.inHead = nil
 }
 
 // closeIndexLocked closes the index on shutdown (delete=false) or removes it
@@ -240,6 +315,10 @@ func (q *Queue) closeIndexLocked(delete bool) {
 		return
 	}
 	q.diskGone = true
+	if q.indexDown.Load() {
+		q.closeDownIndexLocked(delete)
+		return
+	}
 	if delete {
 		store := q.store
 		_, err := q.index.Purge(func(seq uint64, e queueindex.Entry) {
