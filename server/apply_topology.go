@@ -283,6 +283,10 @@ func (s *Server) prepareUnbind(c Unbind) (prepared, error) {
 	vh.mu.RLock()
 	defer vh.mu.RUnlock()
 	src, dest, err := vh.bindEndsForApply(Bind(c), method)
+	var refused *CommandRefused
+	if errors.As(err, &refused) && refused.Code == amqp.NotFound {
+		return noop, nil // a missing end has no bindings: unbind-ok, as in RabbitMQ
+	}
 	if err != nil {
 		return noop, err
 	}

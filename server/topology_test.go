@@ -334,6 +334,42 @@ func TestBindErrors(t *testing.T) {
 	expectCode(t, fresh().ExchangeBind("missing", "k", "amq.direct", false, nil), 404)
 }
 
+// TestUnbindMissingEnds checks RabbitMQ 3.10's answers, as the reference
+// node gave them: queue.unbind and exchange.unbind with a missing end are
+// unbind-ok, as is unbinding another connection's exclusive queue from what
+// does not bind it; a binding that exists is still locked (405), and the
+// default exchange refused (403).
+func TestUnbindMissingEnds(t *testing.T) {
+	ts := startServer(t)
+	owner, och := ts.channel(t)
+	conn := ts.dial(t)
+	ch, err := conn.Channel()
+	must(t, err)
+	mustDeclare(t, ch, "uq", nil)
+	must(t, ch.ExchangeDeclare("ux", "direct", false, false, false, false, nil))
+	must(t, ch.QueueUnbind("no-queue", "k", "no-exchange", nil))
+	must(t, ch.QueueUnbind("no-queue", "k", "ux", nil))
+	must(t, ch.QueueUnbind("uq", "k", "no-exchange", nil))
+	must(t, ch.QueueUnbind("uq", "k", "ux", nil))
+	must(t, ch.ExchangeUnbind("no-dest", "k", "no-source", false, nil))
+	must(t, ch.ExchangeUnbind("no-dest", "k", "ux", false, nil))
+	must(t, ch.ExchangeUnbind("ux", "k", "no-source", false, nil))
+	must(t, ch.ExchangeUnbind("ux", "k", "amq.direct", false, nil))
+
+	_, err = och.QueueDeclare("mine", false, false, true, false, nil)
+	must(t, err)
+	must(t, och.QueueBind("mine", "k", "amq.direct", false, nil))
+	must(t, ch.QueueUnbind("mine", "k", "no-exchange", nil))
+	must(t, ch.QueueUnbind("mine", "other", "amq.direct", nil))
+	expectRefusal(t, ch.QueueUnbind("mine", "k", "amq.direct", nil), 405,
+		"RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'mine' in vhost '/'. It could be "+
+			"originally declared on another connection or the exclusive property value does not match that of the original declaration.")
+	ch, err = conn.Channel()
+	must(t, err)
+	expectRefusal(t, ch.QueueUnbind("uq", "uq", "", nil), 403, "ACCESS_REFUSED - operation not permitted on the default exchange")
+	must(t, owner.Close())
+}
+
 func TestPermissions(t *testing.T) {
 	ts := startServer(t, func(c *Config) {
 		c.Users = []User{{Name: "app", Password: "pw", Permissions: map[string]Permission{

@@ -241,9 +241,11 @@ func (vh *Vhost) bindQueue(c *conn, m *amqp.QueueBind) *amqp.Error {
 	return asAMQP(vh.srv.apply(vh.bindCommand(m.Exchange, m.Queue, "queue", m.RoutingKey, m.Arguments)), methodQueueBind)
 }
 
-// unbindQueue implements queue.unbind; unbinding what is not bound succeeds.
+// unbindQueue implements queue.unbind; unbinding what is not bound
+// succeeds, also from a missing exchange or of a missing queue (RabbitMQ
+// 3.10 answers unbind-ok to both).
 func (vh *Vhost) unbindQueue(c *conn, m *amqp.QueueUnbind) *amqp.Error {
-	if err := vh.checkBindEnds(c, methodQueueUnbind, m.Queue, m.Exchange); err != nil {
+	if err := vh.checkUnbindEnds(c, m); err != nil {
 		return err
 	}
 	return asAMQP(vh.srv.apply(Unbind(vh.bindCommand(m.Exchange, m.Queue, "queue", m.RoutingKey, m.Arguments))), methodQueueUnbind)
@@ -271,6 +273,22 @@ func (vh *Vhost) checkBindEnds(c *conn, method uint32, queue, exchange string) *
 	return nil
 }
 
+// checkUnbindEnds is checkBindEnds for queue.unbind, as RabbitMQ 3.10
+// answers it: a missing end is no error, and another connection's exclusive
+// queue is refused only if the binding exists.
+func (vh *Vhost) checkUnbindEnds(c *conn, m *amqp.QueueUnbind) *amqp.Error {
+	if m.Exchange == "" {
+		return amqp.NewError(amqp.AccessRefused, methodQueueUnbind, "operation not permitted on the default exchange")
+	}
+	vh.mu.RLock()
+	defer vh.mu.RUnlock()
+	q, src := vh.queues[m.Queue], vh.exchanges[m.Exchange]
+	if q == nil || src == nil || !hasBinding(q, bindingKey{source: src, key: m.RoutingKey, args: canonicalArgs(m.Arguments)}) {
+		return nil
+	}
+	return checkExclusive(c, q, methodQueueUnbind)
+}
+
 // bindExchange implements exchange.bind and exchange.unbind.
 func (vh *Vhost) bindExchange(dest, source, key string, args amqp.Table, unbind bool) *amqp.Error {
 	method := methodExchangeBind
@@ -283,6 +301,9 @@ func (vh *Vhost) bindExchange(dest, source, key string, args amqp.Table, unbind 
 	vh.mu.RLock()
 	d, s := vh.exchanges[dest], vh.exchanges[source]
 	vh.mu.RUnlock()
+	if unbind && (d == nil || s == nil) {
+		return nil // a missing end has no bindings: unbind-ok, as in RabbitMQ 3.10
+	}
 	if d == nil {
 		return amqp.NewError(amqp.NotFound, method, "no %s", describeExchange(dest, vh.name))
 	}
