@@ -53,7 +53,10 @@ func (h classicQueue) queue() *Queue { return h.q }
 func (h classicQueue) takesStoredCopy(m *Message) bool {
 	q := h.q
 	// isDurable first: a transient queue's index is set later, under its lock.
-	return isDurable(q) && q.index != nil && (m.Persistent() || q.paging.Load())
+	// A durable queue's store is set with its index when it opens and never
+	// changes; the index itself is replaced when a failed one is reopened
+	// (queue_reopen.go), so it is not read here, without the lock.
+	return isDurable(q) && q.store != nil && (m.Persistent() || q.paging.Load())
 }
 
 func (h classicQueue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.Loc) accepted {
