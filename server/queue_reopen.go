@@ -167,96 +167,118 @@ type reappend struct {
 // adoptIndexLocked reconciles ix with the queue's memory and makes it the
 // queue's index. It changes nothing in the queue unless it succeeds.
 func (q *Queue) adoptIndexLocked(ix *queueindex.Index) (reopenCounts, error) {
-	mem := q.heldLocked()
-	paging, from := q.paged > 0, q.pageFrom
-	drop, dropFrom := q.reopen.dropping, q.reopen.dropFrom
-	var marks, acks []uint64
-	var drops []queueindex.Entry
-	var n reopenCounts
-	paged, pagedBytes := 0, 0
-	err := ix.ForEach(func(seq uint64, e queueindex.Entry) bool {
-		delete(q.reopen.carry, seq)
-		if h := mem[seq]; h != nil {
-			h.found = true
-			n.kept++
-			if h.delivered && !e.Delivered {
-				marks = append(marks, seq)
-			}
-			return true
-		}
-		switch {
-		case drop && seq >= dropFrom:
-			acks = append(acks, seq)
-			drops = append(drops, e)
-		case paging && seq >= from:
-			paged++
-			pagedBytes += int(e.Size)
-		default:
-			acks = append(acks, seq) // settled while the index was down
-			n.acked++
-		}
+	p := reconcile{mem: q.heldLocked(), paging: q.paged > 0, from: q.pageFrom,
+		drop: q.reopen.dropping, dropFrom: q.reopen.dropFrom}
+	if err := ix.ForEach(func(seq uint64, e queueindex.Entry) bool {
+		delete(q.reopen.carry, seq) // on disk: nothing to carry over
+		p.onDisk(seq, e)
 		return true
-	})
-	if err != nil {
-		return n, fmt.Errorf("reading the reopened index: %w", err)
+	}); err != nil {
+		return p.n, fmt.Errorf("reading the reopened index: %w", err)
 	}
-	var again []reappend
-	for _, h := range mem {
-		if !h.found {
-			e := h.e
-			if c, ok := q.reopen.carry[h.ref.seq]; ok {
-				e = c
-			}
-			e.Delivered = h.delivered
-			again = append(again, reappend{old: h.ref.seq, e: e, h: h})
-		}
-	}
-	for seq, e := range q.reopen.carry {
-		switch {
-		case mem[seq] != nil:
-		case drop && seq >= dropFrom:
-			drops = append(drops, e)
-		case paging && seq >= from:
-			again = append(again, reappend{old: seq, e: e})
-			paged++
-			pagedBytes += int(e.Size)
-		}
-	}
-	slices.SortFunc(again, func(a, b reappend) int { return cmp.Compare(a.old, b.old) })
-	seqs := make([]uint64, len(again))
-	for i, r := range again {
+	p.missing(q.reopen.carry)
+	seqs := make([]uint64, len(p.again))
+	for i, r := range p.again {
+		var err error
 		if seqs[i], err = ix.Append(r.e); err != nil {
-			return n, fmt.Errorf("appending to the reopened index: %w", err)
+			return p.n, fmt.Errorf("appending to the reopened index: %w", err)
 		}
 	}
 	// From here on nothing fails: apply.
-	for _, seq := range marks {
+	for _, seq := range p.marks {
 		q.logIndexErr("mark-delivered", ix.MarkDelivered(seq))
 	}
-	for _, seq := range acks {
+	for _, seq := range p.acks {
 		q.logIndexErr("ack", ix.Ack(seq))
 	}
-	for _, e := range drops {
+	for _, e := range p.drops {
 		q.store.release(msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size})
 	}
 	q.reopen.inHead = nil
-	for i, r := range again {
+	for i, r := range p.again {
 		if r.h == nil {
 			continue
 		}
 		r.h.ref.seq = seqs[i]
-		if paged > 0 {
+		if p.paged > 0 {
 			if q.reopen.inHead == nil {
 				q.reopen.inHead = make(map[uint64]struct{})
 			}
 			q.reopen.inHead[seqs[i]] = struct{}{}
 		}
 	}
-	n.appended, n.dropped = len(again), len(drops)
+	p.n.appended, p.n.dropped = len(p.again), len(p.drops)
 	q.index = ix
-	q.paged, q.pagedBytes = paged, pagedBytes
-	q.paging.Store(paged > 0)
-	return n, nil
+	q.paged, q.pagedBytes = p.paged, p.pagedBytes
+	q.paging.Store(p.paged > 0)
+	return p.n, nil
+}
+
+// reconcile is what a reopen does to the reopened index, worked out before
+// any of it is done.
+type reconcile struct {
+	mem         map[uint64]*held
+	paging      bool   // the queue has disk-only messages...
+	from        uint64 // ...with ids from this one on
+	drop        bool   // disk-only messages were purged while down...
+	dropFrom    uint64 // ...from this id on
+	marks, acks []uint64
+	drops       []queueindex.Entry // settle in the store
+	again       []reappend         // in old id order
+	paged       int                // disk-only messages after the reopen
+	pagedBytes  int
+	n           reopenCounts
+}
+
+// onDisk classifies a live entry of the reopened index.
+func (p *reconcile) onDisk(seq uint64, e queueindex.Entry) {
+	if h := p.mem[seq]; h != nil {
+		h.found = true
+		p.n.kept++
+		if h.delivered && !e.Delivered {
+			p.marks = append(p.marks, seq)
+		}
+		return
+	}
+	switch {
+	case p.drop && seq >= p.dropFrom:
+		p.acks = append(p.acks, seq)
+		p.drops = append(p.drops, e)
+	case p.paging && seq >= p.from:
+		p.paged++
+		p.pagedBytes += int(e.Size)
+	default:
+		p.acks = append(p.acks, seq) // settled while the index was down
+		p.n.acked++
+	}
+}
+
+// missing plans what the reopened index lacks: the messages in memory it
+// has no entry for, and the disk-only ones the failed index had not written
+// (carry).
+func (p *reconcile) missing(carry map[uint64]queueindex.Entry) {
+	for _, h := range p.mem {
+		if !h.found {
+			e := h.e
+			if c, ok := carry[h.ref.seq]; ok {
+				e = c
+			}
+			e.Delivered = h.delivered
+			p.again = append(p.again, reappend{old: h.ref.seq, e: e, h: h})
+		}
+	}
+	for seq, e := range carry {
+		switch {
+		case p.mem[seq] != nil:
+		case p.drop && seq >= p.dropFrom:
+			p.drops = append(p.drops, e)
+		case p.paging && seq >= p.from:
+			p.again = append(p.again, reappend{old: seq, e: e})
+			p.paged++
+			p.pagedBytes += int(e.Size)
+		}
+	}
+	slices.SortFunc(p.again, func(a, b reappend) int { return cmp.Compare(a.old, b.old) })
 }
 
 // heldLocked maps the index id of every message in memory with an entry
