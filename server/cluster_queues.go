@@ -12,9 +12,9 @@ import (
 // it), but its messages and consumers live on its home node. makeRemote is
 // the one place a queue's handle becomes a remote one: the proxy that
 // forwards publishes, consumes, gets, acks and purges to the home node
-// (issue 14's remote queue proxy) replaces unservedQueue here. Until then
-// every operation on such a queue is refused as RabbitMQ refuses one whose
-// home node is down.
+// (remote_queue.go) for a classic queue, unservedQueue — every operation
+// refused as RabbitMQ refuses one whose home node is down — for a stream
+// until streams replicate.
 
 // makeRemote gives a queue just built by a declare or the loader (not yet
 // installed) the handle of a queue homed on node: the remote-queue proxy

@@ -58,7 +58,8 @@
 //     is answered once its node applied it. Not yet: installing a Raft
 //     snapshot into a running node (metaFSM.Restore refuses, so a node that
 //     falls behind the leader's trailing log must be wiped and rejoin),
-//     serving queues homed on other nodes (unservedQueue refuses), the
+//     serving streams homed on other nodes (unservedQueue refuses; classic
+//     queues are served through the remote-queue proxy, remote*.go), the
 //     configuration's users and vhosts on a restart of a cluster node (only
 //     the bootstrapping node's first start proposes them), and a guard
 //     against an auto-delete or x-expires delete racing a redeclare of the
