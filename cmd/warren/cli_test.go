@@ -165,7 +165,8 @@ func checkProbed(t *testing.T, source string, args []string) {
 		case time.Duration:
 			ok = v.GetDuration(s.key) == 7*time.Second
 		case []string:
-			ok = strings.Join(v.GetStringSlice(s.key), ",") == "a,b"
+			l := stringList(v, s.key)
+			ok = len(l) == 2 && l[0] == "a" && l[1] == "b"
 		case bool:
 			ok = v.GetBool(s.key)
 		}

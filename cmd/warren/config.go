@@ -200,10 +200,10 @@ func toServerConfig(v *viper.Viper) (server.Config, error) {
 	cfg.DefaultVhost = v.GetString("default-vhost")
 	cfg.DefaultUser = v.GetString("default-user")
 	cfg.DefaultPassword = v.GetString("default-pass")
-	cfg.LoopbackUsers = v.GetStringSlice("loopback-users")
+	cfg.LoopbackUsers = stringList(v, "loopback-users")
 	cfg.WriteBufferLimit = v.GetInt("write-buffer-limit")
 	cfg.DiskFreeLimit = uint64(max(v.GetInt64("disk-free-limit"), 0))
-	cfg.Vhosts = v.GetStringSlice("vhosts")
+	cfg.Vhosts = stringList(v, "vhosts")
 	flush, err := msgstore.ParseFlushPolicy(v.GetString("flush-policy"))
 	if err != nil {
 		return cfg, fmt.Errorf("flush-policy: %w", err)
@@ -273,7 +273,7 @@ func clusterConfig(v *viper.Viper) (*cluster.Config, error) {
 				return nil, fmt.Errorf("%s is set but cluster-listen is empty", key)
 			}
 		}
-		if len(v.GetStringSlice("cluster-seeds")) > 0 || v.GetInt("cluster-bootstrap-expect") != 0 {
+		if len(stringList(v, "cluster-seeds")) > 0 || v.GetInt("cluster-bootstrap-expect") != 0 {
 			return nil, errors.New("cluster-seeds or cluster-bootstrap-expect is set but cluster-listen is empty")
 		}
 		return nil, nil
@@ -285,11 +285,26 @@ func clusterConfig(v *viper.Viper) (*cluster.Config, error) {
 	c := cluster.DefaultConfig()
 	c.BindAddr = listen
 	c.AdvertiseAddr = v.GetString("cluster-advertise")
-	c.Seeds = v.GetStringSlice("cluster-seeds")
+	c.Seeds = stringList(v, "cluster-seeds")
 	c.BootstrapExpect = v.GetInt("cluster-bootstrap-expect")
 	c.ClusterName = v.GetString("cluster-name")
 	c.Secret = secret
 	return c, nil
+}
+
+// stringList reads a list key: a YAML list, or a comma-separated flag or
+// WARREN_* variable. viper splits a variable's string on spaces only, so
+// "a,b" would be one element; every element is split on commas here.
+func stringList(v *viper.Viper, key string) []string {
+	var out []string
+	for _, e := range v.GetStringSlice(key) {
+		for _, part := range strings.Split(e, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {
