@@ -192,6 +192,27 @@ func (b body) strs(keys ...string) ([]string, error) {
 	return out, nil
 }
 
+// DecodeDefinitions reads a RabbitMQ definitions file (3.10 through 4.x
+// exports) as POST /api/definitions does, for callers that import a file
+// themselves: warren's load-definitions at boot. The error names the
+// section and entry that could not be read.
+func DecodeDefinitions(raw []byte) (server.Definitions, error) {
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return server.Definitions{}, fmt.Errorf("not valid JSON: %w", err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return server.Definitions{}, errors.New("not a JSON object")
+	}
+	d, err := parseDefinitions(m)
+	var he *httpError
+	if errors.As(err, &he) {
+		return d, errors.New(he.body.Reason)
+	}
+	return d, err
+}
+
 // parseDefinitions reads a RabbitMQ 3.x definitions file.
 func parseDefinitions(m map[string]any) (server.Definitions, error) {
 	var d server.Definitions

@@ -57,6 +57,7 @@ var settings = []setting{
 	{"disk-free-limit", 1 << 30, "block publishers while the data directory's file system has fewer free bytes (0 disables)"},
 	{"default-vhost", "/", "vhost created at start"},
 	{"vhosts", []string{}, "more vhosts created at start, comma-separated"},
+	{"load-definitions", "", "RabbitMQ definitions file, or directory of .json files, imported at every start before the listeners open"},
 	{"default-user", "guest", "user created at start with full access to the default vhost"},
 	{"default-pass", "guest", "password of the default user"},
 	{"loopback-users", []string{"guest"}, "users that may only connect from loopback addresses"},

@@ -60,6 +60,13 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		fmt.Fprintf(stderr, "warren: %v\n", err)
 		return 1
 	}
+	if path := v.GetString("load-definitions"); path != "" {
+		if err := loadDefinitions(srv, path); err != nil {
+			fmt.Fprintf(stderr, "warren: %v\n", err)
+			srv.Close()
+			return 1
+		}
+	}
 	if err := srv.Start(); err != nil {
 		fmt.Fprintf(stderr, "warren: %v\n", listenKeyError(err))
 		srv.Close()

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// bootAccounts creates the vhost and user the topology file uses; the hash is
+// RabbitMQ 3.10.8's of s3cret-app (testdata/definitions).
+const bootAccounts = `{"rabbit_version": "3.10.8",
+ "users": [{"name": "boot-app", "password_hash": "RS4gbTrWneE3azn7cktvFcyqjY283KYrquyzx9t8UVuvz0tl",
+            "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": []}],
+ "vhosts": [{"name": "boot"}],
+ "permissions": [{"user": "boot-app", "vhost": "boot", "configure": ".*", "write": ".*", "read": ".*"}]}`
+
+const bootTopology = `{"policies": [{"vhost": "boot", "name": "cap", "pattern": "^boot\\.", "apply-to": "queues",
+               "definition": {"max-length": 2, "queue-version": 2}, "priority": 0}],
+ "queues": [{"name": "boot.q", "vhost": "boot", "durable": true, "auto_delete": false, "arguments": {}}],
+ "exchanges": [{"name": "boot.x", "vhost": "boot", "type": "fanout", "durable": true, "auto_delete": false, "internal": false, "arguments": {}}],
+ "bindings": [{"source": "boot.x", "vhost": "boot", "destination": "boot.q", "destination_type": "queue", "routing_key": "", "arguments": {}}]}`
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		must(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+	}
+}
+
+// bootQueueDepth connects as the file's user and returns boot.q's depth.
+func bootQueueDepth(t *testing.T, addr string) (int, *amqp091.Channel) {
+	t.Helper()
+	c, err := amqp091.Dial("amqp://boot-app:s3cret-app@" + addr + "/boot")
+	must(t, err)
+	t.Cleanup(func() { c.Close() })
+	ch, err := c.Channel()
+	must(t, err)
+	q, err := ch.QueueDeclarePassive("boot.q", true, false, false, false, nil)
+	must(t, err)
+	return q.Messages, ch
+}
+
+// TestLoadDefinitionsAtBoot: load-definitions names a directory; its .json
+// files are imported in name order before the listener opens (the topology
+// file needs the accounts file's vhost), other files are not read, and the
+// policy applies. A restart with the same directory keeps the queue and its
+// messages as they are.
+func TestLoadDefinitionsAtBoot(t *testing.T) {
+	quiet(t)
+	dir, data := t.TempDir(), t.TempDir()
+	writeFiles(t, dir, map[string]string{"20-topology.json": bootTopology, "10-accounts.json": bootAccounts,
+		"notes.txt": "not definitions"})
+	addr := freePort(t)
+	args := []string{"--amqp-listen", addr, "--mgmt-listen", "", "--metrics-listen", "", "--data-dir", data, "--load-definitions", dir}
+	stop := startRun(t, addr, args...)
+	depth, ch := bootQueueDepth(t, addr)
+	if depth != 0 {
+		t.Fatalf("boot.q has %d messages at first boot", depth)
+	}
+	for i := 0; i < 3; i++ {
+		must(t, ch.Publish("boot.x", "", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("m")}))
+	}
+	must(t, ch.Close())
+	if depth, _ = bootQueueDepth(t, addr); depth != 2 {
+		t.Fatalf("boot.q has %d messages, want 2 (the file's max-length policy)", depth)
+	}
+	stop()
+
+	stop = startRun(t, addr, args...)
+	defer stop()
+	if depth, _ = bootQueueDepth(t, addr); depth != 2 {
+		t.Fatalf("after a restart with the same definitions boot.q has %d messages, want the 2 it had", depth)
+	}
+}
+
+// TestLoadDefinitionsBrokenFileStopsStart: a file that does not import stops
+// start-up with exit 1, naming the file and the entry; so does one that is
+// not JSON and a path that does not exist. The listener never opens.
+func TestLoadDefinitionsBrokenFileStopsStart(t *testing.T) {
+	quiet(t)
+	dir := t.TempDir()
+	badQueue := filepath.Join(dir, "bad-queue.json")
+	badJSON := filepath.Join(dir, "bad-json.json")
+	writeFiles(t, dir, map[string]string{
+		"bad-queue.json": `{"queues": [{"name": "q", "vhost": "/", "durable": true, "auto_delete": false, "arguments": {"x-max-length": "ten"}}]}`,
+		"bad-json.json":  `{"queues": [`,
+	})
+	for _, c := range []struct{ path, want string }{
+		{badQueue, "load-definitions: " + badQueue + ": queue 'q' in vhost '/': "},
+		{badJSON, "load-definitions: " + badJSON + ": not valid JSON"},
+		{filepath.Join(dir, "missing.json"), "load-definitions: stat " + filepath.Join(dir, "missing.json")},
+	} {
+		addr := freePort(t)
+		out := runFails(t, "--amqp-listen", addr, "--mgmt-listen", "", "--metrics-listen", "", "--data-dir", t.TempDir(),
+			"--load-definitions", c.path)
+		if !strings.Contains(out, c.want) {
+			t.Errorf("stderr %q, want it to contain %q", out, c.want)
+		}
+		if conn, err := amqp091.Dial("amqp://guest:guest@" + addr + "/"); err == nil {
+			conn.Close()
+			t.Errorf("%s: the AMQP listener opened", c.path)
+		}
+	}
+}
