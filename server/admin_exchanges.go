@@ -42,7 +42,7 @@ func (e *Exchange) Info() ExchangeInfo {
 		Internal: e.internal, Arguments: e.args,
 		PublishIn: e.stats.publishIn.value(), PublishOut: e.stats.publishOut.value(),
 	}
-	info.Policy, _, info.EffectivePolicy = e.vhost.PolicyNames(true, e.name)
+	info.Policy, _, info.EffectivePolicy = e.vhost.policyNames(targetExchange, e.name)
 	return info
 }
 

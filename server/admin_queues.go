@@ -51,7 +51,7 @@ func (q *Queue) Status() QueueStatus {
 	if q.owner != nil {
 		st.Owner = q.owner.name
 	}
-	st.Policy, st.OperatorPolicy, st.EffectivePolicy = q.vhost.PolicyNames(false, q.name)
+	st.Policy, st.OperatorPolicy, st.EffectivePolicy = q.vhost.policyNames(queueTarget(q.declaredArgs()), q.name)
 	return st
 }
 

@@ -72,6 +72,9 @@ func (s *Server) PutVhost(name string, meta VhostMeta) (created bool, err error)
 	if name == "" {
 		return false, fmt.Errorf("%w: vhost name is empty", ErrInvalid)
 	}
+	if err := checkDefaultQueueType(meta.DefaultQueueType); err != nil {
+		return false, err
+	}
 	s.admin.mu.Lock()
 	defer s.admin.mu.Unlock()
 	return s.putVhostLocked(name, meta)

@@ -361,6 +361,7 @@ func (ch *channel) exchangeBind(dest, source, key string, args amqp.Table, unbin
 func (ch *channel) queueDeclare(m *amqp.QueueDeclare) *amqp.Error {
 	// A server-named queue needs configure permission on the name chosen
 	// for it, as in RabbitMQ (which first refuses server-named streams).
+	m = ch.conn.vhost.withDefaultQueueType(m)
 	name, err := serverQueueName(m)
 	if err != nil {
 		return err

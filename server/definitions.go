@@ -306,6 +306,9 @@ func validateAccounts(d *Definitions, ix defIndex) error {
 		if v.Name == "" {
 			return invalidDef("vhost", fmt.Errorf("name is empty"))
 		}
+		if err := checkDefaultQueueType(v.DefaultQueueType); err != nil {
+			return invalidDef(fmt.Sprintf("vhost '%s'", v.Name), err)
+		}
 	}
 	for _, u := range d.Users {
 		if u.Name == "" {

@@ -305,7 +305,7 @@ func (s *Server) importQueue(q QueueDefinition, u *importUndo) error {
 	}
 	// Not through declareQueueAdmin: an import declares without counting in
 	// rabbitmq_queues_declared/created_total, as RabbitMQ's import does.
-	m := &amqp.QueueDeclare{Queue: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Arguments: q.Arguments}
+	m := vh.withDefaultQueueType(&amqp.QueueDeclare{Queue: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Arguments: q.Arguments})
 	if _, _, aerr := vh.applyQueueDeclare(nil, m, q.Name); aerr != nil {
 		return aerr
 	}

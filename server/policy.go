@@ -31,12 +31,35 @@ import (
 // in RabbitMQ's stream queue type (effectiveStreamArgs); they are applied to
 // the running stream (applyStreamPolicy), never through Queue.reconfigure.
 
-// Policy apply-to values.
+// Policy apply-to values; the queue-type ones are RabbitMQ 4.x's.
 const (
-	ApplyToQueues    = "queues"
-	ApplyToExchanges = "exchanges"
-	ApplyToAll       = "all"
+	ApplyToQueues        = "queues"
+	ApplyToExchanges     = "exchanges"
+	ApplyToAll           = "all"
+	ApplyToClassicQueues = "classic_queues"
+	ApplyToQuorumQueues  = "quorum_queues"
+	ApplyToStreams       = "streams"
 )
+
+// Policy targets: what apply-to is matched against, an exchange or a queue
+// of one type.
+const (
+	targetExchange = "exchange"
+	targetClassic  = "classic"
+	targetQuorum   = "quorum"
+	targetStream   = "stream"
+)
+
+// queueTarget is the policy target of a queue declared with args.
+func queueTarget(args amqp.Table) string {
+	switch args["x-queue-type"] {
+	case "quorum":
+		return targetQuorum
+	case "stream":
+		return targetStream
+	}
+	return targetClassic
+}
 
 // Policy is a policy or operator policy of a vhost. Definition values are
 // JSON-like: int64 for integers, float64, string, bool, []any or map[string]any.
@@ -60,11 +83,15 @@ const (
 	keyAny         // stored only (ha-* keys for the cluster work)
 	keyAge         // an interval string such as "7D" (streams' max-age)
 	keySegmentSize // a stream segment size in bytes
+	keyIntEnum     // one of ints
+	keyRange       // an integer from ints[0] to ints[1]
+	keyPattern     // a regular expression
 )
 
 type policyKey struct {
 	kind policyKeyKind
 	enum []string
+	ints []int64 // keyIntEnum's values; min and max for keyRange
 	// what names the value in RabbitMQ's validation error text.
 	what string
 	// arg is the queue x-argument the key stands for; "" when it does not
@@ -75,7 +102,14 @@ type policyKey struct {
 	argWins bool
 }
 
-// policyKeys are the definition keys Warren accepts in policies.
+// policyKeys are the definition keys Warren accepts in policies: those of
+// RabbitMQ 3.10 to 4.x, validated as RabbitMQ validates them, so a
+// definitions file exported from any of them imports. The rule for a key
+// whose feature Warren does not have on one node (mirroring, replica
+// placement, federation links, per-queue memory limits, a second classic
+// queue format): it is accepted, validated, stored and exported with the
+// policy, and the README's policy key table says it has no effect; arg is ""
+// for those, so nothing claims it configured a queue.
 var policyKeys = map[string]policyKey{
 	"message-ttl":             {kind: keyNonNeg, what: "message TTL", arg: "x-message-ttl"},
 	"expires":                 {kind: keyPositive, what: "queue expiry", arg: "x-expires"},
@@ -95,6 +129,21 @@ var policyKeys = map[string]policyKey{
 	"ha-promote-on-shutdown":  {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-shutdown value"},
 	"ha-promote-on-failure":   {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-failure value"},
 
+	// Accepted with RabbitMQ's validation; no effect on a single Warren node
+	// (see the README's policy key table).
+	"queue-version":               {kind: keyIntEnum, ints: []int64{1, 2}, what: "queue-version value"},
+	"queue-master-locator":        {kind: keyEnum, enum: []string{"min-masters", "client-local", "random"}, what: "master locator"},
+	"queue-leader-locator":        {kind: keyEnum, enum: []string{"client-local", "balanced", "random", "least-leaders"}, what: "queue leader locator value"},
+	"dead-letter-strategy":        {kind: keyEnum, enum: []string{"at-most-once", "at-least-once"}, what: "dead letter strategy"},
+	"max-in-memory-length":        {kind: keyNonNeg, what: "maximum memory in bytes"}, // sic, RabbitMQ's text
+	"max-in-memory-bytes":         {kind: keyNonNeg, what: "maximum memory in bytes"},
+	"initial-cluster-size":        {kind: keyNonNeg, what: "cluster size"},
+	"target-group-size":           {kind: keyPositive, what: "qq target count value"},
+	"stream-filter-size-bytes":    {kind: keyRange, ints: []int64{16, 255}, what: "filter size. Valid range is 16-255"},
+	"federation-upstream":         {kind: keyString, what: "federation upstream name"},
+	"federation-upstream-set":     {kind: keyString, what: "federation upstream set name"},
+	"federation-upstream-pattern": {kind: keyPattern, what: "federation upstream pattern name"},
+
 	// Stream retention (streamPolicyKeys); max-length-bytes above applies to
 	// streams too.
 	"max-age":                       {kind: keyAge, what: "max age"},
@@ -106,6 +155,7 @@ var policyKeys = map[string]policyKey{
 var operatorPolicyKeys = map[string]bool{
 	"expires": true, "message-ttl": true, "max-length": true, "max-length-bytes": true,
 	"delivery-limit": true, "consumer-timeout": true,
+	"max-in-memory-length": true, "max-in-memory-bytes": true, "target-group-size": true,
 }
 
 // maxPolicyPatternLen bounds a policy pattern; Go's regexp is linear-time, so
@@ -153,9 +203,11 @@ func ValidatePolicy(p Policy, operator bool) error {
 		return policyError("%s is not a valid regular expression: %v", erlTerm(p.Pattern), err)
 	}
 	switch p.ApplyTo {
-	case ApplyToQueues, ApplyToExchanges, ApplyToAll:
+	case ApplyToQueues, ApplyToExchanges, ApplyToAll, ApplyToClassicQueues, ApplyToQuorumQueues, ApplyToStreams:
 	default:
-		return policyError(`%s was not one of [<<"all">>,<<"exchanges">>,<<"queues">>]`, erlTerm(p.ApplyTo))
+		// RabbitMQ 4.x's text, which lists the queue-type values 3.10 lacks.
+		return policyError("apply-to '%s' unrecognised; should be one of: 'queues', 'classic_queues',  "+
+			"'quorum_queues', 'streams', 'exchanges', or 'all'", p.ApplyTo)
 	}
 	if len(p.Definition) == 0 {
 		return policyError("no policy provided")
@@ -176,12 +228,25 @@ func ValidatePolicy(p Policy, operator bool) error {
 			return err
 		}
 	}
+	if n := countFederationKeys(p.Definition); n > 1 {
+		return policyError("cannot specify federation-upstream, federation-upstream-set or federation-upstream-pattern together")
+	}
 	if _, ok := p.Definition["ha-params"]; ok {
 		if _, mode := p.Definition["ha-mode"]; !mode {
 			return policyError("ha-params is set but ha-mode is not")
 		}
 	}
 	return nil
+}
+
+func countFederationKeys(def map[string]any) int {
+	n := 0
+	for _, k := range []string{"federation-upstream", "federation-upstream-set", "federation-upstream-pattern"} {
+		if _, ok := def[k]; ok {
+			n++
+		}
+	}
+	return n
 }
 
 func validatePolicyValue(k string, v any) error {
@@ -200,6 +265,24 @@ func validatePolicyValue(k string, v any) error {
 		s, ok := v.(string)
 		if !ok || !slices.Contains(spec.enum, s) {
 			return policyError("%s is not a valid %s", erlTerm(v), spec.what)
+		}
+	case keyIntEnum, keyRange:
+		n, ok := v.(int64)
+		if spec.kind == keyIntEnum {
+			ok = ok && slices.Contains(spec.ints, n)
+		} else {
+			ok = ok && n >= spec.ints[0] && n <= spec.ints[1]
+		}
+		if !ok {
+			return policyError("%s is not a valid %s", erlTerm(v), spec.what)
+		}
+	case keyPattern:
+		s, ok := v.(string)
+		if !ok {
+			return policyError("%s is not a valid %s", erlTerm(v), spec.what)
+		}
+		if _, err := regexp.Compile(s); err != nil {
+			return policyError("could not compile pattern %s to a regular expression. Error: %v", s, err)
 		}
 	case keyAge:
 		if _, ok := streamMaxAge(v); !ok {
@@ -220,18 +303,26 @@ type compiledPolicy struct {
 	re *regexp.Regexp
 }
 
-func (p *compiledPolicy) appliesTo(exchange bool, name string) bool {
+// appliesTo reports whether the policy applies to the object name of
+// target (an exchange, or a queue of one type), as RabbitMQ 4.x matches
+// apply-to: "queues" and "all" take queues of every type.
+func (p *compiledPolicy) appliesTo(target, name string) bool {
+	var ok bool
 	switch p.ApplyTo {
-	case ApplyToQueues:
-		if exchange {
-			return false
-		}
+	case ApplyToAll:
+		ok = true
 	case ApplyToExchanges:
-		if !exchange {
-			return false
-		}
+		ok = target == targetExchange
+	case ApplyToQueues:
+		ok = target != targetExchange
+	case ApplyToClassicQueues:
+		ok = target == targetClassic
+	case ApplyToQuorumQueues:
+		ok = target == targetQuorum
+	case ApplyToStreams:
+		ok = target == targetStream
 	}
-	return p.re.MatchString(name)
+	return ok && p.re.MatchString(name)
 }
 
 // policySet is an immutable snapshot of a vhost's policies, sorted so the
@@ -249,9 +340,9 @@ func sortPolicies(ps []*compiledPolicy) {
 	})
 }
 
-func firstMatch(ps []*compiledPolicy, exchange bool, name string) *compiledPolicy {
+func firstMatch(ps []*compiledPolicy, target, name string) *compiledPolicy {
 	for _, p := range ps {
-		if p.appliesTo(exchange, name) {
+		if p.appliesTo(target, name) {
 			return p
 		}
 	}
@@ -261,12 +352,12 @@ func firstMatch(ps []*compiledPolicy, exchange bool, name string) *compiledPolic
 // match returns the policy and operator policy applying to an object and
 // their merged definition: where both set a numeric limit the smaller wins,
 // where both set a boolean the operator's wins, as in RabbitMQ.
-func (ps *policySet) match(exchange bool, name string) (user, op *compiledPolicy, def map[string]any) {
+func (ps *policySet) match(target, name string) (user, op *compiledPolicy, def map[string]any) {
 	if ps == nil {
 		return nil, nil, nil
 	}
-	user = firstMatch(ps.user, exchange, name)
-	op = firstMatch(ps.operator, exchange, name)
+	user = firstMatch(ps.user, target, name)
+	op = firstMatch(ps.operator, target, name)
 	if user == nil && op == nil {
 		return nil, nil, nil
 	}
@@ -355,7 +446,7 @@ func (a *vhostAdmin) table(operator bool) map[string]*compiledPolicy {
 // the declared arguments) adjusted by the matching policies. It is the hook
 // declareQueue calls with Vhost.mu held.
 func (vh *Vhost) policyQueueArgs(name string, declared amqp.Table, qa queueArgs) queueArgs {
-	_, _, def := vh.adm.policySet().match(false, name)
+	_, _, def := vh.adm.policySet().match(queueTarget(declared), name)
 	if def == nil {
 		return qa
 	}
@@ -415,7 +506,7 @@ func (vh *Vhost) applyExchangePolicyLocked(ex *Exchange) {
 }
 
 func setPolicyAlternate(ex *Exchange, ps *policySet) {
-	_, _, def := ps.match(true, ex.name)
+	_, _, def := ps.match(targetExchange, ex.name)
 	if alt, ok := def["alternate-exchange"].(string); ok {
 		ex.policyAlternate.Store(&alt)
 		return
@@ -423,11 +514,11 @@ func setPolicyAlternate(ex *Exchange, ps *policySet) {
 	ex.policyAlternate.Store(nil)
 }
 
-// PolicyNames returns the names of the policy and operator policy applying
-// to a queue (exchange=false) or exchange, and their merged definition.
-// Names are "" and the definition nil when none applies.
-func (vh *Vhost) PolicyNames(exchange bool, name string) (policy, operator string, def map[string]any) {
-	u, o, def := vh.adm.policySet().match(exchange, name)
+// policyNames returns the names of the policy and operator policy applying
+// to an object of target (targetExchange or queueTarget's), and their merged
+// definition. Names are "" and the definition nil when none applies.
+func (vh *Vhost) policyNames(target, name string) (policy, operator string, def map[string]any) {
+	u, o, def := vh.adm.policySet().match(target, name)
 	if u != nil {
 		policy = u.Name
 	}
@@ -573,8 +664,9 @@ func (vh *Vhost) reapplyPolicies(before, after *policySet) {
 // reapplyQueuePolicy reconfigures q if its merged policy definition differs
 // between two policy sets.
 func (vh *Vhost) reapplyQueuePolicy(q *Queue, before, after *policySet) {
-	_, _, old := before.match(false, q.name)
-	_, _, now := after.match(false, q.name)
+	target := queueTarget(q.declaredArgs())
+	_, _, old := before.match(target, q.name)
+	_, _, now := after.match(target, q.name)
 	if equalDefinitions(old, now) {
 		return
 	}

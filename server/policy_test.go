@@ -61,17 +61,17 @@ func TestPolicyMatchAndMerge(t *testing.T) {
 		operator: []*compiledPolicy{mk("op", 0, ".*", ApplyToQueues, map[string]any{"max-length": int64(50), "delivery-limit": int64(4)})},
 	}
 	sortPolicies(ps.user)
-	u, o, def := ps.match(false, "orders.eu")
+	u, o, def := ps.match(targetClassic, "orders.eu")
 	if u.Name != "high" || o.Name != "op" {
 		t.Fatalf("matched %s and %s", u.Name, o.Name)
 	}
 	if def["max-length"] != int64(50) || def["message-ttl"] != int64(60000) || def["delivery-limit"] != int64(4) {
 		t.Errorf("merged definition %v", def)
 	}
-	if u, _, def := ps.match(true, "orders.x"); u == nil || u.Name != "ex" || def["alternate-exchange"] != "ae" {
+	if u, _, def := ps.match(targetExchange, "orders.x"); u == nil || u.Name != "ex" || def["alternate-exchange"] != "ae" {
 		t.Errorf("exchange match %v %v", u, def)
 	}
-	if u, _, _ := ps.match(false, "billing"); u.Name != "low" {
+	if u, _, _ := ps.match(targetClassic, "billing"); u.Name != "low" {
 		t.Errorf("fallback policy %s", u.Name)
 	}
 }

@@ -352,6 +352,7 @@ func (vh *Vhost) lookupQueue(c *conn, name string, method uint32) (*Queue, *amqp
 
 // declareQueue implements queue.declare. It returns the queue and its counts.
 func (vh *Vhost) declareQueue(c *conn, m *amqp.QueueDeclare) (*Queue, *amqp.Error) {
+	m = vh.withDefaultQueueType(m)
 	name, err := serverQueueName(m)
 	if err != nil {
 		return nil, err
