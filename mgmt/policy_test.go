@@ -136,7 +136,7 @@ func TestMgmtPolicyValidation(t *testing.T) {
 		{"/api/policies/%2F/p", map[string]any{"pattern": ".*", "definition": map[string]any{"overflow": "explode"}}},
 		{"/api/policies/%2F/p", map[string]any{"pattern": ".*", "definition": map[string]any{"message-ttl": 1.5}}},
 		{"/api/policies/%2F/p", map[string]any{"pattern": "(", "definition": map[string]any{"expires": 10}}},
-		{"/api/policies/%2F/p", map[string]any{"pattern": ".*", "apply-to": "streams", "definition": map[string]any{"expires": 10}}},
+		{"/api/policies/%2F/p", map[string]any{"pattern": ".*", "apply-to": "stream", "definition": map[string]any{"expires": 10}}}, // 4.x takes "streams"
 		{"/api/policies/%2F/p", map[string]any{"pattern": ".*", "definition": map[string]any{}}},
 		{"/api/policies/%2F/p", map[string]any{"definition": map[string]any{"expires": 10}}},
 		{"/api/policies/%2F/p", map[string]any{"pattern": ".*", "definition": map[string]any{"ha-params": 2}}},
