@@ -3,18 +3,34 @@ package mgmt
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 // sharedDefinitions are the definitions files of testdata/definitions at the
-// repository root: one exported from RabbitMQ 3.10.8, two written by hand to
-// the 3.13 and 4.1 export formats (see its README).
+// repository root: one exported from RabbitMQ 3.10.8, the others written by
+// hand to the 3.11, 3.12, 3.13, 4.0 and 4.1 export formats (see its README).
 var sharedDefinitions = []struct {
 	file string
-	// metadata is set when the format carries vhost metadata (3.13 and
-	// later; 3.10's export has names only).
+	// metadata is set when the format carries vhost metadata (the 3.12
+	// rabbitmqctl export, and 3.13 and later; 3.10's and 3.11's HTTP API
+	// exports have names only).
 	metadata bool
-}{{"rabbitmq-3.10.8.json", false}, {"rabbitmq-3.13.7.json", true}, {"rabbitmq-4.1.0.json", true}}
+	// policies are the policies queues must have: those of the newer keys
+	// and apply-to values each version's file adds.
+	policies map[string]string
+}{
+	{"rabbitmq-3.10.8.json", false, nil},
+	{"rabbitmq-3.11.28.json", false, map[string]string{"seams-orders/orders.quorum": "qq-tuning", "seams-events/events.audit": "cq-v2",
+		"seams-events/events.stream": "retention"}},
+	{"rabbitmq-3.12.14.json", true, map[string]string{"seams-orders/orders.quorum": "qq-tuning", "seams-events/events.audit": "cq-v2"}},
+	{"rabbitmq-3.13.7.json", true, nil},
+	// 4.0's policies select by queue type: qq-tuning (quorum_queues, the
+	// highest priority on ^orders\.) leaves orders.classic to ttl-and-dlx.
+	{"rabbitmq-4.0.9.json", true, map[string]string{"seams-orders/orders.quorum": "qq-tuning", "seams-orders/orders.dead": "qq-tuning",
+		"seams-orders/orders.classic": "ttl-and-dlx", "seams-events/events.audit": "cq-v2", "seams-events/events.stream": "stream-filters"}},
+	{"rabbitmq-4.1.0.json", true, nil},
+}
 
 // TestMgmtImportsSharedDefinitions imports each RabbitMQ version's
 // definitions into a fresh broker and checks that every kind of object they
@@ -33,6 +49,7 @@ func TestMgmtImportsSharedDefinitions(t *testing.T) {
 			checkSharedDefinitions(t, e)
 			checkVhostMetadata(t, e, fx.metadata)
 			checkParametersKept(t, e)
+			checkQueuePolicies(t, e, fx.policies)
 		})
 	}
 }
@@ -78,6 +95,17 @@ func checkSharedDefinitions(t *testing.T, e *env) {
 	}
 }
 
+// checkQueuePolicies checks the policy each queue has (vhost/name keys).
+func checkQueuePolicies(t *testing.T, e *env, want map[string]string) {
+	t.Helper()
+	for q, p := range want {
+		vh, name, _ := strings.Cut(q, "/")
+		if got := e.must(e.get("/api/queues/"+vh+"/"+name), 200, q).object(t)["policy"]; got != p {
+			t.Errorf("%s: policy %v, want %s", q, got, p)
+		}
+	}
+}
+
 func checkVhostMetadata(t *testing.T, e *env, exported bool) {
 	t.Helper()
 	v := e.must(e.get("/api/vhosts/seams-orders"), 200, "vhost").object(t)
@@ -92,6 +120,15 @@ func checkVhostMetadata(t *testing.T, e *env, exported bool) {
 	}
 	if tags, _ := v["tags"].([]any); exported && (len(tags) != 2 || tags[0] != "production") {
 		t.Errorf("vhost seams-orders tags %v", v["tags"])
+	}
+	// orders.dead is declared without x-queue-type: the vhost's default
+	// queue type, when the file has one, makes it a quorum queue.
+	wantType := "classic"
+	if exported {
+		wantType = "quorum"
+	}
+	if q := e.get("/api/queues/seams-orders/orders.dead").object(t); q["type"] != wantType {
+		t.Errorf("orders.dead type %v, want %s", q["type"], wantType)
 	}
 }
 
