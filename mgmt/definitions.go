@@ -65,9 +65,14 @@ func (a *API) definitionsToJSON(d server.Definitions, perVhost bool) definitions
 		}
 		for _, v := range d.Vhosts {
 			m := map[string]any{"name": v.Name}
-			if v.Description != "" || len(v.Tags) > 0 {
+			if v.Description != "" || len(v.Tags) > 0 || v.DefaultQueueType != "" {
 				m["description"], m["tags"] = v.Description, v.Tags
-				m["metadata"] = map[string]any{"description": v.Description, "tags": v.Tags}
+				md := map[string]any{"description": v.Description, "tags": v.Tags}
+				if v.DefaultQueueType != "" {
+					// As 4.0 exports it: beside the metadata and in it.
+					m["default_queue_type"], md["default_queue_type"] = v.DefaultQueueType, v.DefaultQueueType
+				}
+				m["metadata"] = md
 			}
 			vhosts = append(vhosts, m)
 		}

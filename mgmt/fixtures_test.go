@@ -130,6 +130,17 @@ func checkVhostMetadata(t *testing.T, e *env, exported bool) {
 	if q := e.get("/api/queues/seams-orders/orders.dead").object(t); q["type"] != wantType {
 		t.Errorf("orders.dead type %v, want %s", q["type"], wantType)
 	}
+	// The export carries the default queue type again, so it survives a
+	// round trip.
+	if !exported {
+		return
+	}
+	for _, v := range e.must(e.get("/api/definitions"), 200, "export").object(t)["vhosts"].([]any) {
+		vm := v.(map[string]any)
+		if vm["name"] == "seams-orders" && (vm["default_queue_type"] != "quorum" || field(vm, "metadata.default_queue_type") != "quorum") {
+			t.Errorf("exported vhost seams-orders %v", vm)
+		}
+	}
 }
 
 // Runtime and global parameters Warren does not act on (vhost-limits, a
