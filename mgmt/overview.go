@@ -132,6 +132,15 @@ func (a *API) getWhoami(rq *request) error {
 	return nil
 }
 
+// getAuth answers what the management UI reads before logging in: RabbitMQ
+// 3.10's OAuth 2 (UAA) settings. Warren logs UI users in with their
+// username and password only, so single sign-on is off, as on a RabbitMQ
+// without management.enable_uaa; like RabbitMQ it needs no credentials.
+func (a *API) getAuth(rq *request) error {
+	writeJSON(rq.w, http.StatusOK, map[string]any{"enable_uaa": false, "uaa_client_id": "", "uaa_location": ""})
+	return nil
+}
+
 func (a *API) getClusterName(rq *request) error {
 	writeJSON(rq.w, http.StatusOK, map[string]any{"name": a.srv.ClusterName()})
 	return nil

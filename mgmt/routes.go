@@ -28,6 +28,7 @@ const (
 func (a *API) nodeRoutes(t *routeTable) {
 	t.handle(get, "overview", authMgmt, a.getOverview)
 	t.handle(get, "whoami", authMgmt, a.getWhoami)
+	t.handle(get, "auth", authNone, a.getAuth)
 	t.handle(get, "cluster-name", authMgmt, a.getClusterName)
 	t.handle(put, "cluster-name", authAdmin, a.putClusterName)
 	t.handle(get, "nodes", authMonitor, a.listNodes)
@@ -107,6 +108,7 @@ func (a *API) topologyRoutes(t *routeTable) {
 	t.handle(get, "queues/{vhost}/{queue}/bindings", authMgmt, a.listQueueBindings)
 	t.handle(del, "queues/{vhost}/{queue}/contents", authMgmt, a.purgeQueue)
 	t.handle(post, "queues/{vhost}/{queue}/get", authMgmt, a.getMessages)
+	t.handle(post, "queues/{vhost}/{queue}/actions", authAdmin, a.queueAction)
 
 	t.handle(get, "exchanges", authMgmt, a.listExchanges)
 	t.handle(get, "exchanges/{vhost}", authMgmt, a.listExchanges)
