@@ -28,6 +28,7 @@ func (a *API) connectionJSON(c server.ConnDetail, q sampleQuery) map[string]any 
 		"channels": c.Channels, "connected_at": c.ConnectedAt.UnixMilli(),
 		"client_properties": tableJSON(c.ClientProperties),
 		"recv_cnt":          c.RecvCnt, "send_pend": c.SendPending,
+		"auth_mechanism": c.AuthMechanism,
 	}
 	if t := c.TLS; t != nil {
 		m["ssl"], m["ssl_protocol"], m["ssl_key_exchange"], m["ssl_cipher"], m["ssl_hash"] = true, t.Protocol, t.KeyExchange, t.Cipher, t.Hash

@@ -66,7 +66,7 @@ var notProduced = map[string]string{
 	"get_details": "see deliver", "get_no_ack": "see deliver", "get_no_ack_details": "see deliver",
 	"get_empty": "see deliver", "get_empty_details": "see deliver",
 	"idle_since": "channels: not tracked", "messages_uncommitted": "not tracked", "acks_uncommitted": "not tracked",
-	"auth_mechanism": "not kept after the handshake", "send_cnt": "writes are coalesced, not counted",
+	"send_cnt": "writes are coalesced, not counted",
 	"ssl_opts": "no TLS", "cowboy_opts": "erlang web server",
 }
 
@@ -81,6 +81,8 @@ var warrenExtras = map[string]bool{
 	"description": true, "tags": true, "metadata": true,
 	// A vhost's message store and flush policy (Warren's extension).
 	"message_store": true,
+	// The overview repeats the node's auth_mechanisms.
+	"auth_mechanisms": true,
 }
 
 // knownDeviations are recorded answers Warren deliberately differs from.

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/internal/testcert"
+	"github.com/warrenmq/warren/server"
 )
 
 // refHashedUsers are the users of testdata/rabbitmq-3.10.8-hashed-users.json:
@@ -126,5 +129,61 @@ func TestMgmtQueueActions(t *testing.T) {
 	expectBody(t, e.do("POST", "/api/queues/%2F/qa/actions", `{"action":"sync"}`, asUser("mgr", "pw")), 401, "not_authorised", "Not administrator user")
 	if r := e.get("/api/queues/%2F/qa/actions"); r.status != 405 {
 		t.Errorf("GET actions: %d, RabbitMQ 405", r.status)
+	}
+}
+
+// mechanismNames reads the names of an auth_mechanisms list.
+func mechanismNames(t *testing.T, v any) []string {
+	t.Helper()
+	var out []string
+	for _, m := range v.([]any) {
+		m := m.(map[string]any)
+		if m["enabled"] != true || m["description"] == "" {
+			t.Errorf("mechanism %v", m)
+		}
+		out = append(out, m["name"].(string))
+	}
+	return out
+}
+
+// TestMgmtAuthMechanismsAsOffered checks that the node and the overview list
+// the SASL mechanisms the broker offers (RabbitMQ 3.10's node object lists
+// PLAIN and AMQPLAIN, EXTERNAL only with rabbitmq_auth_mechanism_ssl), and
+// that connections show the mechanism and connection_name their client used.
+func TestMgmtAuthMechanismsAsOffered(t *testing.T) {
+	e := newEnv(t)
+	for _, path := range []string{"/api/nodes/" + testNode, "/api/overview"} {
+		if got := strings.Join(mechanismNames(t, field(e.get(path).object(t), "auth_mechanisms")), " "); got != "PLAIN AMQPLAIN" {
+			t.Errorf("%s auth_mechanisms %q, want PLAIN AMQPLAIN", path, got)
+		}
+	}
+	for _, c := range []struct {
+		mech string
+		auth amqp091.Authentication
+	}{{"PLAIN", &amqp091.PlainAuth{Username: "guest", Password: "guest"}}, {"AMQPLAIN", &amqp091.AMQPlainAuth{Username: "guest", Password: "guest"}}} {
+		conn, err := amqp091.DialConfig(e.amqpURL, amqp091.Config{
+			SASL: []amqp091.Authentication{c.auth}, Properties: amqp091.Table{"connection_name": "app-" + c.mech},
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", c.mech, err)
+		}
+		defer conn.Close()
+	}
+	byName := map[string]string{}
+	for _, c := range e.must(e.get("/api/connections"), 200, "connections").array(t) {
+		m := c.(map[string]any)
+		byName[m["user_provided_name"].(string)] = m["auth_mechanism"].(string)
+	}
+	if byName["app-PLAIN"] != "PLAIN" || byName["app-AMQPLAIN"] != "AMQPLAIN" {
+		t.Errorf("connections by user_provided_name: auth_mechanism %v", byName)
+	}
+
+	dir := t.TempDir()
+	certFile, keyFile, _ := testcert.SelfSigned(t, dir)
+	tlsEnv := newEnv(t, func(s *server.Config, _ *Config) {
+		s.AMQPSListen, s.TLSCertFile, s.TLSKeyFile, s.TLSCAFile, s.TLSVerifyPeer = "127.0.0.1:0", certFile, keyFile, certFile, true
+	})
+	if got := strings.Join(mechanismNames(t, field(tlsEnv.get("/api/overview").object(t), "auth_mechanisms")), " "); got != "PLAIN AMQPLAIN EXTERNAL" {
+		t.Errorf("with client certificates verified: auth_mechanisms %q, want PLAIN AMQPLAIN EXTERNAL", got)
 	}
 }

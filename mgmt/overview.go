@@ -26,9 +26,23 @@ var exchangeTypes = []map[string]any{
 	{"name": "x-random", "description": "Randomly picks a binding (queue) to route via (to).", "enabled": true},
 }
 
-var authMechanisms = []map[string]any{
-	{"name": "PLAIN", "description": "SASL PLAIN authentication mechanism", "enabled": true},
-	{"name": "AMQPLAIN", "description": "QPid AMQPLAIN mechanism", "enabled": true},
+// mechanismDescriptions are RabbitMQ's descriptions of its SASL mechanisms
+// (EXTERNAL's is rabbitmq_auth_mechanism_ssl's).
+var mechanismDescriptions = map[string]string{
+	"PLAIN":    "SASL PLAIN authentication mechanism",
+	"AMQPLAIN": "QPid AMQPLAIN mechanism",
+	"EXTERNAL": "SSL authentication mechanism using SASL EXTERNAL",
+}
+
+// authMechanisms lists the mechanisms the broker really offers in RabbitMQ's
+// auth_mechanisms format.
+func (a *API) authMechanisms() []map[string]any {
+	names := a.srv.AuthMechanisms()
+	out := make([]map[string]any, 0, len(names))
+	for _, n := range names {
+		out = append(out, map[string]any{"name": n, "description": mechanismDescriptions[n], "enabled": true})
+	}
+	return out
 }
 
 // listeners describes the AMQP and HTTP listeners.
@@ -100,8 +114,11 @@ func (a *API) getOverview(rq *request) error {
 		"disable_stats":       false,
 		"enable_queue_totals": false,
 		"default_queue_type":  "classic",
-		"message_stats":       messageStats(vhostMetrics, channelValuesWithTotals(counters), d, [][]string{publishGroup, deliverGroup}),
-		"queue_totals":        queueTotals,
+		// RabbitMQ lists the mechanisms on the node object only; the
+		// overview repeats them so one request shows what clients may use.
+		"auth_mechanisms": a.authMechanisms(),
+		"message_stats":   messageStats(vhostMetrics, channelValuesWithTotals(counters), d, [][]string{publishGroup, deliverGroup}),
+		"queue_totals":    queueTotals,
 		"object_totals": map[string]any{
 			"channels": totals.Channels, "connections": totals.Connections, "consumers": totals.Consumers,
 			"exchanges": totals.Exchanges, "queues": totals.Queues,
@@ -233,7 +250,7 @@ func (a *API) nodeJSON() map[string]any {
 		"mem_calculation_strategy": "rss",
 		"disk_free":                diskFree, "disk_free_limit": n.DiskFreeLimit, "disk_free_alarm": n.DiskAlarm,
 		"partitions": []any{}, "rates_mode": "basic", "enabled_plugins": []string{"rabbitmq_management"},
-		"exchange_types": exchangeTypes, "auth_mechanisms": authMechanisms, "applications": []any{},
+		"exchange_types": exchangeTypes, "auth_mechanisms": a.authMechanisms(), "applications": []any{},
 		"contexts": a.contexts(false), "db_dir": n.DataDir, "config_files": []any{}, "log_files": []any{},
 		"cluster_links": []any{}, "net_ticktime": 60,
 	}

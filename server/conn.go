@@ -116,6 +116,8 @@ type ConnInfo struct {
 	RecvOct, SendOct uint64
 	// TLS describes the session of an AMQPS connection; nil on plain TCP.
 	TLS *TLSConnInfo
+	// AuthMechanism is the SASL mechanism the client logged in with.
+	AuthMechanism string
 }
 
 func newConn(s *Server, nc net.Conn, id uint64) *conn {
@@ -640,7 +642,7 @@ func (c *conn) Info() ConnInfo {
 		FrameMax: c.frameMax, ChannelMax: c.channelMax, Heartbeat: c.heartbeat,
 		ClientProperties: c.clientProps, ConnectedAt: c.opened, Protocol: c.dialect.String(),
 		RecvOct: c.stats.recvOct.value(), SendOct: c.stats.sendOct.value(),
-		TLS: c.tlsInfo,
+		TLS: c.tlsInfo, AuthMechanism: c.mechanism,
 	}
 	if c.user != nil {
 		info.User = c.user.name

@@ -159,6 +159,16 @@ func (c *conn) startTLSHandshake() error {
 	return nil
 }
 
+// AuthMechanisms lists the SASL mechanisms the node offers some client:
+// EXTERNAL only when an AMQPS listener verifies client certificates, since
+// no other connection is ever offered it (conn.mechanisms).
+func (s *Server) AuthMechanisms() []string {
+	if s.cfg.AMQPSListen != "" && s.cfg.TLSVerifyPeer {
+		return []string{"PLAIN", "AMQPLAIN", "EXTERNAL"}
+	}
+	return []string{"PLAIN", "AMQPLAIN"}
+}
+
 // mechanisms lists the SASL mechanisms offered in connection.start: EXTERNAL
 // only to TLS clients with a verified certificate.
 func (c *conn) mechanisms() []byte {
