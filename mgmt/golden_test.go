@@ -58,9 +58,6 @@ var notProduced = map[string]string{
 	"fd_used_details": "node rates", "proc_used_details": "node rates", "mem_used_details": "node rates",
 	"sockets_used_details": "node rates", "disk_free_details": "node rates",
 	// Queue and channel figures Warren does not track.
-	"messages_ram": "not tracked", "messages_unacknowledged_ram": "not tracked", "message_bytes": "unacked bytes not tracked",
-	"message_bytes_unacknowledged": "not tracked", "message_bytes_ram": "not tracked", "message_bytes_paged_out": "not tracked",
-	"message_bytes_persistent": "not tracked", "messages_persistent": "not tracked",
 	"deliver": "queues count deliveries without the ack split", "deliver_details": "see deliver",
 	"deliver_no_ack": "see deliver", "deliver_no_ack_details": "see deliver", "get": "see deliver",
 	"get_details": "see deliver", "get_no_ack": "see deliver", "get_no_ack_details": "see deliver",

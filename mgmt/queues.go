@@ -70,11 +70,18 @@ func (a *API) queueJSON(q *server.Queue, q0 sampleQuery) map[string]any {
 		"exclusive": st.Exclusive, "arguments": tableJSON(st.Arguments), "node": q.HomeNode(a.srv.NodeName()), "state": "running",
 		"consumers": st.Consumers, "consumer_capacity": st.ConsumerCapacity, "consumer_utilisation": st.ConsumerCapacity,
 		"message_bytes_ready": st.ReadyBytes, "messages_ready_ram": st.InMemory, "messages_paged_out": st.OnDisk,
+		"message_bytes": st.ReadyBytes + st.UnackedBytes, "message_bytes_unacknowledged": st.UnackedBytes,
+		"message_bytes_ram": st.InMemoryBytes, "message_bytes_paged_out": st.ReadyBytes + st.UnackedBytes - st.InMemoryBytes,
+		"messages_ram": st.InMemory + st.Unacked, "messages_unacknowledged_ram": st.Unacked,
+		"messages_persistent": st.Persistent, "message_bytes_persistent": st.PersistentBytes, "memory": st.Memory,
 		"policy": nullIfEmpty(st.Policy), "operator_policy": nullIfEmpty(st.OperatorPolicy),
 		"effective_policy_definition": definitionJSON(st.EffectivePolicy),
 		"exclusive_consumer_tag":      nullIfEmpty(st.ExclusiveConsumerTag),
 		"single_active_consumer_tag":  nullIfEmpty(st.SingleActiveConsumerTag),
 		"head_message_timestamp":      nil,
+	}
+	if st.HasHeadTimestamp {
+		m["head_message_timestamp"] = st.HeadTimestamp
 	}
 	putStat(m, "messages", st.Ready+st.Unacked, d)
 	putStat(m, "messages_ready", st.Ready, d)

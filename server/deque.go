@@ -93,8 +93,33 @@ func (r *readyList) drain() []queued {
 // (just one for a plain queue), highest level served first.
 type readySet struct {
 	levels []readyList
-	count  int
-	bytes  int
+	tally
+}
+
+// tally counts messages and their body bytes, all of them and the
+// persistent ones, as they come and go under the queue's lock, so the
+// management API reads a queue's figures without visiting its messages.
+type tally struct {
+	count, bytes                int
+	persistent, persistentBytes int
+}
+
+func (t *tally) add(m *Message) {
+	t.count++
+	t.bytes += m.size()
+	if m.Persistent() {
+		t.persistent++
+		t.persistentBytes += m.size()
+	}
+}
+
+func (t *tally) remove(m *Message) {
+	t.count--
+	t.bytes -= m.size()
+	if m.Persistent() {
+		t.persistent--
+		t.persistentBytes -= m.size()
+	}
 }
 
 func newReadySet(maxPriority uint8) readySet {
@@ -105,14 +130,12 @@ func (s *readySet) len() int { return s.count }
 
 func (s *readySet) push(q queued) {
 	s.levels[q.priority].push(q)
-	s.count++
-	s.bytes += q.msg.size()
+	s.add(q.msg)
 }
 
 func (s *readySet) requeue(q queued) {
 	s.levels[q.priority].requeue(q)
-	s.count++
-	s.bytes += q.msg.size()
+	s.add(q.msg)
 }
 
 // front returns the level holding the next message to deliver, or nil.
@@ -131,8 +154,7 @@ func (s *readySet) pop() queued {
 		l = s.front()
 	}
 	q := l.pop()
-	s.count--
-	s.bytes -= q.msg.size()
+	s.remove(q.msg)
 	return q
 }
 
@@ -147,8 +169,7 @@ func (s *readySet) popOldest() queued {
 		}
 	}
 	q := best.pop()
-	s.count--
-	s.bytes -= q.msg.size()
+	s.remove(q.msg)
 	return q
 }
 
@@ -157,6 +178,6 @@ func (s *readySet) drain() []queued {
 	for i := range s.levels {
 		out = append(out, s.levels[i].drain()...)
 	}
-	s.count, s.bytes = 0, 0
+	s.tally = tally{}
 	return out
 }

@@ -29,7 +29,7 @@ func (q *Queue) get(max int, noAck bool, each func(m outgoing, remaining int)) i
 			q.forgetLocked(&qm)
 		} else {
 			q.markDeliveredLocked(&qm)
-			q.pending[qm.seq] = qm
+			q.addPendingLocked(qm)
 		}
 		// remaining is RabbitMQ's message-count: the ready messages left
 		// after this one, those paged out to disk included.

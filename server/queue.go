@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/msgstore"
@@ -50,6 +51,7 @@ type Queue struct {
 	// pending are the deliveries not yet settled, by delivery id (their
 	// seq), so a channel settles by id and holds nothing of the entry.
 	pending     map[uint64]queued
+	unacked     tally // the messages of pending
 	deleted     bool
 	dead        []deadLetter // collected under mu, published after unlock
 	dedup       *dedupCache
@@ -61,13 +63,16 @@ type Queue struct {
 	// Disk state (see queue_disk.go). A durable queue's index is in the
 	// vhost's store; a transient queue gets one in the transient store only
 	// once it pages. index is nil without a data directory.
-	store         *vhostStorage
-	index         *queueindex.Index
-	paged         int    // ready messages only on disk, all newer than the head
-	pagedBytes    int    // their stored size
-	pageFrom      uint64 // index sequence id to read back from
-	recoveredNext uint64 // index ids below this predate the last start
-	diskGone      bool   // the index was closed or deleted
+	store      *vhostStorage
+	index      *queueindex.Index
+	paged      int // ready messages only on disk, all newer than the head
+	pagedBytes int // their stored size
+	// pagedPersistent and pagedPersistentBytes are the persistent ones among
+	// them; after a restart every recovered entry counts until it is read.
+	pagedPersistent, pagedPersistentBytes int
+	pageFrom                              uint64 // index sequence id to read back from
+	recoveredNext                         uint64 // index ids below this predate the last start
+	diskGone                              bool   // the index was closed or deleted
 	// indexDown is set (under mu) while the index is failed or closed after
 	// a write error; the committer reopens it (queue_reopen.go). Atomic
 	// because the committer reads it without mu.
@@ -309,8 +314,7 @@ func (q *Queue) expireLocked(clk *lazyClock) {
 		l := &q.ready.levels[i]
 		for l.len() > 0 && l.front().expiresAt != 0 && l.front().expiresAt <= clk.now() {
 			m := l.pop()
-			q.ready.count--
-			q.ready.bytes -= m.msg.size()
+			q.ready.remove(m.msg)
 			q.forgetLocked(&m)
 			q.stats.expired.inc()
 			q.dead = append(q.dead, deadLetter{m: m, reason: reasonExpired})
@@ -395,7 +399,7 @@ func (q *Queue) handOverLocked(c *consumer, m queued) {
 	} else {
 		c.unacked++
 		q.markDeliveredLocked(&m)
-		q.pending[m.seq] = m
+		q.addPendingLocked(m)
 	}
 	q.stats.delivered.inc()
 	if m.redelivered {
@@ -603,8 +607,15 @@ func (q *Queue) takePendingLocked(d *delivery) (queued, bool) {
 	m, ok := q.pending[d.id]
 	if ok {
 		delete(q.pending, d.id)
+		q.unacked.remove(m.msg)
 	}
 	return m, ok
+}
+
+// addPendingLocked keeps a delivered message until it is settled.
+func (q *Queue) addPendingLocked(m queued) {
+	q.pending[m.seq] = m
+	q.unacked.add(m.msg)
 }
 
 // purge drops every ready message and returns how many there were.
@@ -698,9 +709,10 @@ func (q *Queue) markDeleted() ([]*consumer, int) {
 	q.exclusiveConsumer = nil
 	n := q.lengthLocked()
 	q.ready.drain()
-	q.paged, q.pagedBytes = 0, 0
+	q.paged, q.pagedBytes, q.pagedPersistent, q.pagedPersistentBytes = 0, 0, 0, 0
 	q.closeIndexLocked(true)
 	clear(q.pending) // their index entries went with the index
+	q.unacked = tally{}
 	q.dead = nil
 	return cs, n
 }
@@ -718,6 +730,34 @@ type QueueInfo struct {
 	// InMemory and OnDisk split Ready between the in-memory head and the
 	// messages only on disk.
 	InMemory, OnDisk int
+	// UnackedBytes is the body size of the unacknowledged messages;
+	// InMemoryBytes that of the messages in memory (the head and the
+	// unacknowledged). Persistent and PersistentBytes count the messages
+	// published persistent, ready or unacknowledged.
+	UnackedBytes, InMemoryBytes int
+	Persistent, PersistentBytes int
+	// HeadTimestamp is the timestamp property (seconds) of the next message
+	// to deliver, when it is in memory and has one.
+	HeadTimestamp    uint64
+	HasHeadTimestamp bool
+	// Memory estimates the bytes the queue holds in memory (queueMemory).
+	Memory int
+}
+
+// Per-message bookkeeping a queue holds besides the body: the entry, the
+// Message and, for an unacknowledged message, its pending map slot.
+const (
+	readyEntrySize   = int(unsafe.Sizeof(queued{}) + unsafe.Sizeof(Message{}))
+	pendingEntrySize = readyEntrySize + int(unsafe.Sizeof(uint64(0))+unsafe.Sizeof(queued{}))
+	queueStructSize  = int(unsafe.Sizeof(Queue{}))
+)
+
+// queueMemory estimates what a queue holds in memory from its tallies: its
+// own structure, each message's bookkeeping and the bodies of the messages
+// in memory. A body routed to several queues is counted in each, as each
+// holds it; properties and Go's allocator rounding are left out.
+func queueMemory(ready, unacked, bodyBytes int) int {
+	return queueStructSize + ready*readyEntrySize + unacked*pendingEntrySize + bodyBytes
 }
 
 // Info returns a snapshot of the queue, from its handle.
@@ -731,7 +771,12 @@ func (q *Queue) localInfo() QueueInfo {
 		AutoDelete: q.autoDelete, Arguments: q.args,
 		Ready: q.lengthLocked(), Unacked: len(q.pending), Consumers: len(q.consumers), ReadyBytes: q.ready.bytes + q.pagedBytes,
 		InMemory: q.ready.len(), OnDisk: q.paged,
+		UnackedBytes: q.unacked.bytes, InMemoryBytes: q.ready.bytes + q.unacked.bytes,
+		Persistent:      q.ready.persistent + q.unacked.persistent + q.pagedPersistent,
+		PersistentBytes: q.ready.persistentBytes + q.unacked.persistentBytes + q.pagedPersistentBytes,
 	}
+	info.HeadTimestamp, info.HasHeadTimestamp = q.headTimestampLocked()
+	info.Memory = queueMemory(info.InMemory, info.Unacked, info.InMemoryBytes)
 	q.mu.Unlock()
 	info.Published = q.stats.published.value()
 	info.Delivered = q.stats.delivered.value()
@@ -742,6 +787,20 @@ func (q *Queue) localInfo() QueueInfo {
 	info.Dropped = q.stats.dropped.value()
 	info.DeadLettered = q.stats.deadLetterd.value()
 	return info
+}
+
+// headTimestampLocked returns the timestamp property of the next message to
+// deliver, decoding that one message's properties.
+func (q *Queue) headTimestampLocked() (uint64, bool) {
+	l := q.ready.front()
+	if l == nil {
+		return 0, false
+	}
+	var p amqp.Properties
+	if err := p.Decode(l.front().msg.RawProps); err != nil || p.Flags&amqp.FlagTimestamp == 0 {
+		return 0, false
+	}
+	return p.Timestamp, true
 }
 
 // reconfigure replaces the queue's effective arguments, e.g. when a policy

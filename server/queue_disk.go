@@ -73,6 +73,10 @@ func (q *Queue) storedEnqueueLocked(qm queued, loc msgstore.Loc, persistent bool
 		}
 		q.paged++
 		q.pagedBytes += int(loc.Size)
+		if persistent {
+			q.pagedPersistent++
+			q.pagedPersistentBytes += int(loc.Size)
+		}
 		q.paging.Store(true)
 		return true
 	}
@@ -152,7 +156,7 @@ func (q *Queue) pageInLocked() {
 	if got == 0 && q.paged > 0 {
 		// The index has no more live entries than we counted: trust the index.
 		q.vhost.log.Warn("queue index holds fewer messages than counted", "queue", q.name, "missing", q.paged)
-		q.paged, q.pagedBytes = 0, 0
+		q.paged, q.pagedBytes, q.pagedPersistent, q.pagedPersistentBytes = 0, 0, 0, 0
 	}
 	if q.paged == 0 {
 		q.paging.Store(false)
@@ -160,11 +164,23 @@ func (q *Queue) pageInLocked() {
 	}
 }
 
+// countsPersistent says whether a disk-only index entry is counted in
+// pagedPersistent: the index marks it persistent, or it predates the last
+// start (openStorage counts every recovered entry, the transient ones
+// included until they are read back and dropped).
+func countsPersistent(seq, recoveredNext uint64, e queueindex.Entry) bool {
+	return e.Persistent || seq < recoveredNext
+}
+
 // pageInEntryLocked moves one disk-only message into the head.
 func (q *Queue) pageInEntryLocked(seq uint64, e queueindex.Entry) bool {
 	store := q.store
 	q.paged--
 	q.pagedBytes -= int(e.Size)
+	if countsPersistent(seq, q.recoveredNext, e) {
+		q.pagedPersistent--
+		q.pagedPersistentBytes -= int(e.Size)
+	}
 	loc := msgstore.Loc{Offset: e.Offset, Pos: e.Pos, Size: e.Size}
 	if !e.Persistent && seq < q.recoveredNext {
 		// A transient message paged to disk before the restart: gone, as in RabbitMQ.
@@ -303,7 +319,7 @@ func (q *Queue) purgeDiskLocked() {
 	if q.indexDown.Load() && !q.reopen.dropping {
 		q.reopen.dropping, q.reopen.dropFrom = true, q.pageFrom
 	}
-	q.paged, q.pagedBytes = 0, 0
+	q.paged, q.pagedBytes, q.pagedPersistent, q.pagedPersistentBytes = 0, 0, 0, 0
 	q.paging.Store(false)
 	q.reopen.inHead = nil
 }
@@ -351,6 +367,7 @@ func (q *Queue) openStorage() error {
 	q.recoveredNext = rec.NextSeq
 	q.paged = int(rec.Live)
 	q.pagedBytes = int(rec.Bytes)
+	q.pagedPersistent, q.pagedPersistentBytes = q.paged, q.pagedBytes
 	q.paging.Store(q.paged > 0)
 	if rec.Torn > 0 || rec.Corrupt > 0 || rec.CheckpointErr != nil {
 		st.log.Warn("queue index recovered with damage", "queue", q.name, "torn_slots", rec.Torn,

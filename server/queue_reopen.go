@@ -168,7 +168,7 @@ type reappend struct {
 // queue's index. It changes nothing in the queue unless it succeeds.
 func (q *Queue) adoptIndexLocked(ix *queueindex.Index) (reopenCounts, error) {
 	p := reconcile{mem: q.heldLocked(), paging: q.paged > 0, from: q.pageFrom,
-		drop: q.reopen.dropping, dropFrom: q.reopen.dropFrom}
+		drop: q.reopen.dropping, dropFrom: q.reopen.dropFrom, recoveredNext: q.recoveredNext}
 	if err := ix.ForEach(func(seq uint64, e queueindex.Entry) bool {
 		delete(q.reopen.carry, seq) // on disk: nothing to carry over
 		p.onDisk(seq, e)
@@ -210,6 +210,7 @@ func (q *Queue) adoptIndexLocked(ix *queueindex.Index) (reopenCounts, error) {
 	p.n.appended, p.n.dropped = len(p.again), len(p.drops)
 	q.index = ix
 	q.paged, q.pagedBytes = p.paged, p.pagedBytes
+	q.pagedPersistent, q.pagedPersistentBytes = p.pagedPersistent, p.pagedPersistentBytes
 	q.paging.Store(p.paged > 0)
 	return p.n, nil
 }
@@ -227,7 +228,11 @@ type reconcile struct {
 	again       []reappend         // in old id order
 	paged       int                // disk-only messages after the reopen
 	pagedBytes  int
-	n           reopenCounts
+	// pagedPersistent(Bytes) are the persistent ones among them, counted
+	// as countsPersistent does; recoveredNext is the queue's.
+	pagedPersistent, pagedPersistentBytes int
+	recoveredNext                         uint64
+	n                                     reopenCounts
 }
 
 // onDisk classifies a live entry of the reopened index.
@@ -245,11 +250,20 @@ func (p *reconcile) onDisk(seq uint64, e queueindex.Entry) {
 		p.acks = append(p.acks, seq)
 		p.drops = append(p.drops, e)
 	case p.paging && seq >= p.from:
-		p.paged++
-		p.pagedBytes += int(e.Size)
+		p.addPaged(countsPersistent(seq, p.recoveredNext, e), e)
 	default:
 		p.acks = append(p.acks, seq) // settled while the index was down
 		p.n.acked++
+	}
+}
+
+// addPaged counts a disk-only message of the reopened index.
+func (p *reconcile) addPaged(persistent bool, e queueindex.Entry) {
+	p.paged++
+	p.pagedBytes += int(e.Size)
+	if persistent {
+		p.pagedPersistent++
+		p.pagedPersistentBytes += int(e.Size)
 	}
 }
 
@@ -274,8 +288,7 @@ func (p *reconcile) missing(carry map[uint64]queueindex.Entry) {
 			p.drops = append(p.drops, e)
 		case p.paging && seq >= p.from:
 			p.again = append(p.again, reappend{old: seq, e: e})
-			p.paged++
-			p.pagedBytes += int(e.Size)
+			p.addPaged(e.Persistent, e) // appended again with a new id
 		}
 	}
 	slices.SortFunc(p.again, func(a, b reappend) int { return cmp.Compare(a.old, b.old) })
