@@ -268,3 +268,66 @@ func TestMgmtQueueMessageFigures(t *testing.T) {
 		t.Errorf("empty queue head_message_timestamp %v", q["head_message_timestamp"])
 	}
 }
+
+// TestMgmtNodeMemory checks /api/nodes/{node}/memory: RabbitMQ 3.10's keys,
+// filled from what the broker holds (bodies in queues as binary, buffers as
+// connection_readers/writers, the store's tables and index pages as
+// msg_index), summing to total.rss; and the relative form.
+func TestMgmtNodeMemory(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.put("/api/queues/%2F/memq", map[string]any{"durable": true}), 201, "declare")
+	ch := e.channel(e.dial(""))
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 100))
+	body := make([]byte, 10<<10)
+	for range 100 {
+		if err := ch.PublishWithContext(context.Background(), "", "memq", false, false,
+			amqp091.Publishing{Body: body, DeliveryMode: amqp091.Persistent}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitConfirms(t, confirms, 100)
+	mem := e.must(e.get("/api/nodes/"+testNode+"/memory"), 200, "memory").object(t)["memory"].(map[string]any)
+	for _, k := range rabbitMemoryKeys {
+		if _, ok := mem[k].(json.Number); !ok {
+			t.Errorf("memory has no number %s: %v", k, mem[k])
+		}
+	}
+	if b := num(t, mem["binary"]); b != 100*10<<10 {
+		t.Errorf("binary %v, want the %d bytes of bodies the queue holds", b, 100*10<<10)
+	}
+	for _, k := range []string{"queue_procs", "connection_readers", "msg_index", "code", "other_system", "other_proc"} {
+		if num(t, mem[k]) <= 0 {
+			t.Errorf("%s is 0", k)
+		}
+	}
+	if num(t, mem["connection_readers"]) < 64<<10 {
+		t.Errorf("connection_readers %v below one connection's read buffer", mem["connection_readers"])
+	}
+	if mem["strategy"] != "rss" {
+		t.Errorf("strategy %v", mem["strategy"])
+	}
+	rss := num(t, field(mem, "total.rss"))
+	var sum float64
+	for _, k := range rabbitMemoryKeys {
+		sum += num(t, mem[k])
+	}
+	if rss <= 0 || (num(t, mem["reserved_unallocated"]) > 0 && sum != rss) || sum < rss {
+		t.Errorf("keys sum to %v, total.rss %v", sum, rss)
+	}
+	rel := e.must(e.get("/api/nodes/"+testNode+"/memory/relative"), 200, "relative").object(t)["memory"].(map[string]any)
+	if num(t, rel["total"]) != 100 || num(t, rel["binary"]) < 1 || rel["strategy"] != nil {
+		t.Errorf("relative memory %v", rel)
+	}
+	// Emptying the queue frees its bodies in the breakdown.
+	if _, err := ch.QueuePurge("memq", false); err != nil {
+		t.Fatal(err)
+	}
+	mem = e.get("/api/nodes/" + testNode + "/memory").object(t)["memory"].(map[string]any)
+	if b := num(t, mem["binary"]); b != 0 {
+		t.Errorf("binary %v after purge", b)
+	}
+	e.must(e.get("/api/nodes/nosuch@host/memory"), 404, "unknown node")
+}

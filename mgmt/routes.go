@@ -37,6 +37,8 @@ func (a *API) nodeRoutes(t *routeTable) {
 	t.handle(post, "cluster/join", authAdmin, a.postClusterJoin)
 	t.handle(post, "cluster/leave", authAdmin, a.postClusterLeave)
 	t.handle(del, "cluster/nodes/{node}", authAdmin, a.deleteClusterNode)
+	t.handle(get, "nodes/{node}/memory", authMonitor, a.getNodeMemory(false))
+	t.handle(get, "nodes/{node}/memory/relative", authMonitor, a.getNodeMemory(true))
 	t.handle(get, "extensions", authMgmt, a.getExtensions)
 	t.handle(get, "feature-flags", authAdmin, a.getFeatureFlags)
 	// Warren has no federation links yet; the list exists, empty, for

@@ -53,9 +53,12 @@ type conn struct {
 	userSlot bool
 
 	// Reader-owned state.
-	channels  map[uint16]*channel
-	rbuf      []byte
-	rstart    int // first unparsed byte of rbuf
+	channels map[uint16]*channel
+	rbuf     []byte
+	rstart   int // first unparsed byte of rbuf
+	// rbufCap mirrors cap(rbuf) for the memory breakdown, which runs on
+	// other goroutines than the reader that grows rbuf.
+	rbufCap   atomic.Int64
 	publisher bool
 	dirty     []*channel // channels with confirms to flush at the end of a read batch
 	stores    storeBatch // persistent publishes of the current read (store_batch.go)
@@ -121,7 +124,7 @@ type ConnInfo struct {
 }
 
 func newConn(s *Server, nc net.Conn, id uint64) *conn {
-	return &conn{
+	c := &conn{
 		srv: s, nc: nc, id: id, opened: time.Now(),
 		name:     fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr()),
 		log:      s.log.With("conn", id, "peer", nc.RemoteAddr().String()),
@@ -131,6 +134,8 @@ func newConn(s *Server, nc net.Conn, id uint64) *conn {
 		done:     make(chan struct{}),
 		frameMax: s.cfg.FrameMax,
 	}
+	c.rbufCap.Store(int64(cap(c.rbuf)))
+	return c
 }
 
 // errClosed ends the read loop without logging: the connection finished normally.
@@ -250,10 +255,12 @@ func (c *conn) fill() error {
 		grown := make([]byte, len(c.rbuf), need)
 		copy(grown, c.rbuf)
 		c.rbuf = grown
+		c.rbufCap.Store(int64(cap(grown)))
 	} else if len(c.rbuf) == cap(c.rbuf) {
 		grown := make([]byte, len(c.rbuf), 2*cap(c.rbuf))
 		copy(grown, c.rbuf)
 		c.rbuf = grown
+		c.rbufCap.Store(int64(cap(grown)))
 	}
 	for {
 		if err := c.nc.SetReadDeadline(c.readDeadline()); err != nil {
