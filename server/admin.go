@@ -30,6 +30,7 @@ type adminState struct {
 	defaultClusterName string
 	params             map[paramKey]any
 	globals            map[string]any
+	paramObservers     []func(component string) // OnParameterChange
 
 	chmu     sync.Mutex // leaf: guards channels and retired
 	channels map[*channel]struct{}

@@ -134,11 +134,21 @@ type users struct {
 	// generation changes whenever a user or permission changes, so channels
 	// can cache permission checks.
 	generation atomic.Uint64
+	// internal is the broker's own account (internal_user.go), kept out of
+	// accounts so it is never listed, exported or stored.
+	internal         *account
+	internalPassword string
 }
 
-func newUsers() *users { return &users{accounts: make(map[string]*account)} }
+func newUsers() *users {
+	internal, password := newInternalAccount()
+	return &users{accounts: make(map[string]*account), internal: internal, internalPassword: password}
+}
 
 func (u *users) put(name, hash string, tags []string, loopbackOnly bool) error {
+	if name == InternalUser {
+		return errReservedUser()
+	}
 	if !validPasswordHash(hash) {
 		return fmt.Errorf("user %q: %w", name, ErrBadPasswordHash)
 	}
@@ -209,9 +219,7 @@ func (u *users) dropPermission(c ClearPermission) {
 
 // authenticate returns the account for name if password matches.
 func (u *users) authenticate(name, password string) (*account, bool) {
-	u.mu.RLock()
-	a := u.accounts[name]
-	u.mu.RUnlock()
+	a := u.get(name)
 	if a == nil || !checkPassword(a.passwordHash, password) {
 		return nil, false
 	}
@@ -220,6 +228,9 @@ func (u *users) authenticate(name, password string) (*account, bool) {
 
 // permission returns the user's compiled permission on vhost, or nil.
 func (u *users) permission(user, vhost string) *compiledPermission {
+	if user == InternalUser {
+		return fullAccess
+	}
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	if a := u.accounts[user]; a != nil {

@@ -9,9 +9,9 @@ import (
 )
 
 // Runtime and global parameters. Warren keeps them so definitions
-// round-trip and a restart finds them again; it runs none of the components
-// (federation, shovel, ...) that read them. Each change is a Command
-// (Server.apply).
+// round-trip and a restart finds them again. Each change is a Command
+// (Server.apply); the components that run them (the shovel package) learn
+// of changes through OnParameterChange.
 
 // ClusterName returns the cluster name set with SetClusterName or, while
 // none is, the default set with SetDefaultClusterName.
@@ -40,8 +40,7 @@ func (s *Server) SetDefaultClusterName(name string) {
 }
 
 // Parameter is a runtime parameter of a component (federation-upstream,
-// shovel, ...). Warren keeps them so definitions round-trip; it runs none of
-// those components.
+// shovel, ...).
 type Parameter struct {
 	Component, Vhost, Name string
 	Value                  any
@@ -85,6 +84,7 @@ func (s *Server) installParameter(p Parameter) {
 	if p.Component == vhostLimitsComponent && p.Name == vhostLimitsName {
 		s.enforceVhostLimits(p.Vhost, p.Value)
 	}
+	s.notifyParameter(p.Component)
 }
 
 func (s *Server) dropParameter(k paramKey) {
@@ -93,6 +93,28 @@ func (s *Server) dropParameter(k paramKey) {
 	s.admin.pmu.Unlock()
 	if k.component == vhostLimitsComponent && k.name == vhostLimitsName {
 		s.enforceVhostLimits(k.vhost, nil)
+	}
+	s.notifyParameter(k.component)
+}
+
+// OnParameterChange registers f to be called with a component's name
+// whenever one of its runtime parameters is set or cleared (after the
+// change is stored and visible in Parameters), also when a parameter is
+// loaded at start. f is called with admin locks held: it must return at
+// once without calling into the server (the shovel runner only wakes its
+// own goroutine, which then reads Parameters).
+func (s *Server) OnParameterChange(f func(component string)) {
+	s.admin.pmu.Lock()
+	s.admin.paramObservers = append(s.admin.paramObservers, f)
+	s.admin.pmu.Unlock()
+}
+
+func (s *Server) notifyParameter(component string) {
+	s.admin.pmu.RLock()
+	observers := s.admin.paramObservers
+	s.admin.pmu.RUnlock()
+	for _, f := range observers {
+		f(component)
 	}
 }
 

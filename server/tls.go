@@ -198,6 +198,9 @@ func (c *conn) authenticateExternal(so *amqp.ConnectionStartOk) error {
 
 // get returns the named account or nil.
 func (u *users) get(name string) *account {
+	if name == InternalUser {
+		return u.internal
+	}
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	return u.accounts[name]
