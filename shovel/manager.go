@@ -1,0 +1,174 @@
+// Package shovel runs RabbitMQ's dynamic shovels: for each runtime
+// parameter of component "shovel", a worker consumes from the source broker
+// and publishes to the destination broker over AMQP 0-9-1 (amqp091-go), as
+// RabbitMQ 3.10's rabbitmq_shovel plugin does. The package knows nothing of
+// the broker it runs in: Config gives it the stored parameters, the address
+// and credential of the local listener (for amqp:// URIs with no host) and
+// a way to delete a parameter (delete-after).
+package shovel
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sync"
+)
+
+// Param is one stored shovel parameter.
+type Param struct {
+	Vhost, Name string
+	Value       any // the JSON object, numbers as json.Number
+}
+
+// Local is where the broker's own AMQP listener is and how to log in to it.
+type Local struct {
+	Addr, User, Password string
+}
+
+// Config wires a Manager to its broker.
+type Config struct {
+	// Params returns the stored shovel parameters. Required.
+	Params func() []Param
+	// Local returns the local broker's listener, for direct URIs. Required.
+	Local func() (Local, error)
+	// Delete removes a shovel's parameter once delete-after is reached.
+	Delete func(vhost, name string) error
+	// Node is the node name reported in the status.
+	Node   string
+	Logger *slog.Logger
+}
+
+// Manager runs one worker per stored shovel parameter. Its reconcile
+// goroutine owns the set of workers; Changed wakes it.
+type Manager struct {
+	cfg  Config
+	kick chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex // guards workers; a leaf
+	workers map[key]*worker
+	closed  bool
+}
+
+type key struct{ vhost, name string }
+
+// New makes a Manager; Start runs it.
+func New(cfg Config) *Manager {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Manager{cfg: cfg, kick: make(chan struct{}, 1), stop: make(chan struct{}), workers: make(map[key]*worker)}
+}
+
+// Start runs the stored shovels and follows the changes Changed announces.
+func (m *Manager) Start() {
+	m.wg.Add(1)
+	go m.reconcileLoop()
+	m.Changed()
+}
+
+// Changed tells the manager the shovel parameters may have changed. It
+// never blocks, so the broker may call it with its locks held.
+func (m *Manager) Changed() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops every shovel and waits for them.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	m.mu.Unlock()
+	close(m.stop)
+	m.wg.Wait()
+	m.mu.Lock()
+	ws := m.workers
+	m.workers = map[key]*worker{}
+	m.mu.Unlock()
+	for _, w := range ws {
+		w.halt()
+	}
+}
+
+func (m *Manager) reconcileLoop() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-m.kick:
+			m.reconcile()
+		}
+	}
+}
+
+// reconcile starts a worker for each new parameter, restarts the workers
+// whose parameter changed and stops those whose parameter is gone.
+func (m *Manager) reconcile() {
+	want := make(map[key]Param)
+	for _, p := range m.cfg.Params() {
+		want[key{p.Vhost, p.Name}] = p
+	}
+	m.mu.Lock()
+	var stale []*worker
+	for k, w := range m.workers {
+		if p, ok := want[k]; !ok || encode(p.Value) != w.raw {
+			stale = append(stale, w)
+			delete(m.workers, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, w := range stale {
+		w.halt() // outside m.mu: a worker may take a moment to let go
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, p := range want {
+		if _, ok := m.workers[k]; !ok && !m.closed {
+			m.workers[k] = m.startWorker(p)
+		}
+	}
+}
+
+func encode(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// RestartShovel stops a shovel and starts it again (DELETE
+// /api/shovels/vhost/{vhost}/{name}/restart); false if there is none.
+func (m *Manager) RestartShovel(vhost, name string) bool {
+	k := key{vhost, name}
+	m.mu.Lock()
+	w, ok := m.workers[k]
+	if ok {
+		delete(m.workers, k)
+	}
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	w.halt()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, taken := m.workers[k]; !taken && !m.closed {
+		m.workers[k] = m.startWorker(w.param)
+	}
+	return true
+}
+
+func (m *Manager) startWorker(p Param) *worker {
+	w := newWorker(m, p)
+	w.wg.Add(1)
+	go w.run()
+	return w
+}

@@ -1,0 +1,246 @@
+package shovel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// link is one connected session: the source consumer and the destination
+// publisher, with the messages published but not yet confirmed.
+type link struct {
+	w          *worker
+	src, dest  *amqp.Connection
+	srcCh      *amqp.Channel
+	destCh     *amqp.Channel
+	deliveries <-chan amqp.Delivery
+	confirms   chan amqp.Confirmation
+	failed     chan *amqp.Error  // either side's connection or channel closing
+	pending    map[uint64]uint64 // destination publish sequence → source delivery tag
+	nextSeq    uint64            // the destination's next publish sequence number
+	left       int64             // messages still to move before delete-after; <0: unbounded
+	srcURI     string
+	headers    amqp.Table // the x-shovelled entry, when forward headers are on
+}
+
+// session connects both sides and moves messages until one fails, the
+// worker is halted (nil) or delete-after is reached (errDone).
+func (w *worker) session() error {
+	l := &link{w: w, pending: make(map[uint64]uint64), nextSeq: 1}
+	defer l.close()
+	if err := l.open(); err != nil {
+		return err
+	}
+	if l.left == 0 {
+		return errDone
+	}
+	w.setState("running", "")
+	return l.move()
+}
+
+func (l *link) close() {
+	for _, c := range []*amqp.Connection{l.src, l.dest} {
+		if c != nil {
+			_ = c.Close() // the session is over; a close error says nothing more
+		}
+	}
+}
+
+// open connects the source and the destination and declares what the
+// plugin declares: a durable src-queue / dest-queue, or a server-named
+// queue bound to src-exchange.
+func (l *link) open() error {
+	w, d := l.w, l.w.def
+	var err error
+	if l.srcURI, err = pickURI(d.srcURIs); err != nil {
+		return fmt.Errorf("src-uri: %w", err)
+	}
+	destURI, err := pickURI(d.destURIs)
+	if err != nil {
+		return fmt.Errorf("dest-uri: %w", err)
+	}
+	if l.src, err = w.dial(l.srcURI); err != nil {
+		return fmt.Errorf("source %s: %w", redactURI(l.srcURI), err)
+	}
+	if l.dest, err = w.dial(destURI); err != nil {
+		return fmt.Errorf("destination %s: %w", redactURI(destURI), err)
+	}
+	w.mu.Lock()
+	w.src, w.dest = redactURI(l.srcURI), redactURI(destURI)
+	w.mu.Unlock()
+	l.failed = make(chan *amqp.Error, 4)
+	l.src.NotifyClose(l.failed)
+	l.dest.NotifyClose(l.failed)
+	if err := l.openDest(); err != nil {
+		return fmt.Errorf("destination: %w", err)
+	}
+	if err := l.openSource(); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if d.forwardHeaders {
+		l.headers = l.forwardHeaders(destURI)
+	}
+	return nil
+}
+
+func (l *link) openDest() error {
+	d := l.w.def
+	var err error
+	if l.destCh, err = l.dest.Channel(); err != nil {
+		return err
+	}
+	l.destCh.NotifyClose(l.failed)
+	if d.destQueue != "" {
+		if _, err := l.destCh.QueueDeclare(d.destQueue, true, false, false, false, d.destQueueArgs); err != nil {
+			return err
+		}
+	}
+	if d.ackMode == "on-confirm" {
+		// Room for every unconfirmed message (at most the prefetch), so
+		// amqp091-go never blocks handing a confirm over.
+		l.confirms = l.destCh.NotifyPublish(make(chan amqp.Confirmation, d.prefetch+1))
+		return l.destCh.Confirm(false)
+	}
+	return nil
+}
+
+func (l *link) openSource() error {
+	d := l.w.def
+	var err error
+	if l.srcCh, err = l.src.Channel(); err != nil {
+		return err
+	}
+	l.srcCh.NotifyClose(l.failed)
+	if err := l.srcCh.Qos(d.prefetch, 0, false); err != nil {
+		return err
+	}
+	queue := d.srcQueue
+	var q amqp.Queue
+	if queue != "" {
+		q, err = l.srcCh.QueueDeclare(queue, true, false, false, false, d.srcQueueArgs)
+	} else {
+		q, err = l.srcCh.QueueDeclare("", false, true, true, false, nil)
+		if err == nil {
+			err = l.srcCh.QueueBind(q.Name, d.srcExchangeKey, d.srcExchange, false, nil)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	switch l.left = -1; {
+	case d.deleteAfter == deleteQueueLength:
+		l.left = int64(q.Messages)
+	case d.deleteAfter >= 0:
+		l.left = d.deleteAfter
+	}
+	if l.left == 0 {
+		return nil
+	}
+	l.deliveries, err = l.srcCh.Consume(q.Name, "", d.ackMode == "no-ack", false, false, false, d.srcConsumeArgs)
+	return err
+}
+
+// move forwards deliveries until a side fails, the worker is halted or
+// delete-after is reached with every moved message settled.
+func (l *link) move() error {
+	ctx := l.w.ctx
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-l.failed:
+			return closedError(e)
+		case c := <-l.confirms:
+			if err := l.settle(c); err != nil {
+				return err
+			}
+		case dl, ok := <-l.deliveries:
+			if !ok {
+				return closedError(nil)
+			}
+			if err := l.forward(ctx, dl); err != nil {
+				return err
+			}
+		}
+		if l.left == 0 && len(l.pending) == 0 {
+			return errDone
+		}
+	}
+}
+
+func closedError(e *amqp.Error) error {
+	if e == nil {
+		return errors.New("connection closed")
+	}
+	return e
+}
+
+// forward publishes one delivery to the destination and, by ack-mode,
+// acks it at once (on-publish) or once confirmed (on-confirm).
+func (l *link) forward(ctx context.Context, dl amqp.Delivery) error {
+	if l.left == 0 {
+		// delete-after reached: leave the rest in the source, as the
+		// plugin does (it cancels its consumer).
+		return dl.Nack(false, true)
+	}
+	exchange, key := l.route(dl)
+	if err := l.destCh.PublishWithContext(ctx, exchange, key, false, false, l.publishing(dl)); err != nil {
+		return err
+	}
+	if l.left > 0 {
+		l.left--
+	}
+	switch l.w.def.ackMode {
+	case "on-confirm":
+		l.pending[l.nextSeq] = dl.DeliveryTag
+		l.nextSeq++
+		return nil
+	case "on-publish":
+		return dl.Ack(false)
+	}
+	return nil
+}
+
+// settle acks the source for a confirmed message or returns a nacked one
+// to its queue, as rabbit_amqp091_shovel does.
+func (l *link) settle(c amqp.Confirmation) error {
+	tag, ok := l.pending[c.DeliveryTag]
+	if !ok {
+		return nil
+	}
+	delete(l.pending, c.DeliveryTag)
+	if c.Ack {
+		return l.srcCh.Ack(tag, false)
+	}
+	return l.srcCh.Nack(tag, false, true)
+}
+
+// route is where a message goes: dest-queue through the default exchange,
+// or dest-exchange with dest-exchange-key or the message's own key.
+func (l *link) route(dl amqp.Delivery) (exchange, key string) {
+	d := l.w.def
+	if d.destQueue != "" {
+		return "", d.destQueue
+	}
+	exchange, key = dl.Exchange, dl.RoutingKey
+	if d.destExchange != "" {
+		exchange = d.destExchange
+	}
+	if d.destExchangeKey != nil {
+		key = *d.destExchangeKey
+	}
+	return exchange, key
+}
+
+func sortWorkers(ws []*worker) {
+	sort.Slice(ws, func(i, j int) bool {
+		a, b := ws[i].param, ws[j].param
+		if a.Vhost != b.Vhost {
+			return a.Vhost < b.Vhost
+		}
+		return a.Name < b.Name
+	})
+}
