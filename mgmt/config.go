@@ -53,6 +53,11 @@ type Config struct {
 	// UI, when set, serves every path outside /api (the web UI).
 	UI http.Handler
 
+	// Shovels, when set, is the shovel runner whose status /api/shovels
+	// shows (cmd/warren sets the shovel package's Manager). Unset, the
+	// list is empty.
+	Shovels Shovels
+
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
 	// HTTP server's timeouts. ReadTimeout bounds a whole request, body
 	// included, so a client announcing a body it never sends is cut off;

@@ -14,6 +14,7 @@ func (a *API) buildRoutes() []*route {
 	a.accessRoutes(&t)
 	a.topologyRoutes(&t)
 	a.paramRoutes(&t)
+	a.shovelRoutes(&t)
 	return t.routes
 }
 
