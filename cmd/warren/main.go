@@ -72,15 +72,18 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		srv.Close()
 		return 1
 	}
-	stopHTTP, err := startHTTP(srv, cfg, v)
+	shovels := startShovels(srv, cfg.Logger)
+	stopHTTP, err := startHTTP(srv, cfg, v, shovels)
 	if err != nil {
 		fmt.Fprintf(stderr, "warren: %v\n", err)
+		shovels.Close()
 		srv.Close()
 		return 1
 	}
 	sig := <-sigs
 	cfg.Logger.Info("shutting down", "signal", sig.String())
 	stopHTTP()
+	shovels.Close()
 	if err := srv.Close(); err != nil {
 		cfg.Logger.Warn("closing listener", "err", err)
 	}
@@ -104,7 +107,7 @@ func listenKeyError(err error) error {
 // startHTTP starts the management API with the web UI and the Prometheus
 // exporter, each unless its listen address is empty, and returns a function
 // that stops them.
-func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), error) {
+func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper, shovels mgmt.Shovels) (func(), error) {
 	var stops []func() error
 	stop := func() {
 		for _, f := range stops {
@@ -123,6 +126,7 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper) (func(), e
 	if addr := v.GetString("mgmt-listen"); addr != "" {
 		mc := mgmt.DefaultConfig()
 		mc.Listen, mc.Server, mc.Logger, mc.UI = addr, srv, cfg.Logger, ui.Handler()
+		mc.Shovels = shovels
 		mc.ReadTimeout, mc.WriteTimeout = v.GetDuration("mgmt-read-timeout"), v.GetDuration("mgmt-write-timeout")
 		mc.MaxConnections = v.GetInt("mgmt-max-connections")
 		tc, err := httpTLS(srv, v.GetBool("mgmt-tls"), "mgmt-tls")
