@@ -2,9 +2,9 @@ package shovel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -18,12 +18,14 @@ type link struct {
 	destCh     *amqp.Channel
 	deliveries <-chan amqp.Delivery
 	confirms   chan amqp.Confirmation
-	failed     chan *amqp.Error  // either side's connection or channel closing
-	pending    map[uint64]uint64 // destination publish sequence → source delivery tag
-	nextSeq    uint64            // the destination's next publish sequence number
-	left       int64             // messages still to move before delete-after; <0: unbounded
-	srcURI     string
-	headers    amqp.Table // the x-shovelled entry, when forward headers are on
+	// Each side's connection and channel closing (amqp091-go closes each
+	// channel it is given, so each needs its own).
+	srcClosed, destClosed, srcChClosed, destChClosed chan *amqp.Error
+	pending                                          map[uint64]uint64 // destination publish sequence → source delivery tag
+	nextSeq                                          uint64            // the destination's next publish sequence number
+	left                                             int64             // messages still to move before delete-after; <0: unbounded
+	srcURI                                           string
+	headers                                          amqp.Table // the x-shovelled entry, when forward headers are on
 }
 
 // session connects both sides and moves messages until one fails, the
@@ -71,9 +73,8 @@ func (l *link) open() error {
 	w.mu.Lock()
 	w.src, w.dest = redactURI(l.srcURI), redactURI(destURI)
 	w.mu.Unlock()
-	l.failed = make(chan *amqp.Error, 4)
-	l.src.NotifyClose(l.failed)
-	l.dest.NotifyClose(l.failed)
+	l.srcClosed = l.src.NotifyClose(make(chan *amqp.Error, 1))
+	l.destClosed = l.dest.NotifyClose(make(chan *amqp.Error, 1))
 	if err := l.openDest(); err != nil {
 		return fmt.Errorf("destination: %w", err)
 	}
@@ -92,7 +93,7 @@ func (l *link) openDest() error {
 	if l.destCh, err = l.dest.Channel(); err != nil {
 		return err
 	}
-	l.destCh.NotifyClose(l.failed)
+	l.destChClosed = l.destCh.NotifyClose(make(chan *amqp.Error, 1))
 	if d.destQueue != "" {
 		if _, err := l.destCh.QueueDeclare(d.destQueue, true, false, false, false, d.destQueueArgs); err != nil {
 			return err
@@ -113,7 +114,7 @@ func (l *link) openSource() error {
 	if l.srcCh, err = l.src.Channel(); err != nil {
 		return err
 	}
-	l.srcCh.NotifyClose(l.failed)
+	l.srcChClosed = l.srcCh.NotifyClose(make(chan *amqp.Error, 1))
 	if err := l.srcCh.Qos(d.prefetch, 0, false); err != nil {
 		return err
 	}
@@ -139,8 +140,50 @@ func (l *link) openSource() error {
 	if l.left == 0 {
 		return nil
 	}
-	l.deliveries, err = l.srcCh.Consume(q.Name, "", d.ackMode == "no-ack", false, false, false, d.srcConsumeArgs)
+	l.deliveries, err = l.srcCh.Consume(q.Name, consumerTag, d.ackMode == "no-ack", false, false, false, d.srcConsumeArgs)
 	return err
+}
+
+// consumerTag is the shovel's tag on its source queue.
+const consumerTag = "amq.ctag-shovel"
+
+// drainTimeout bounds how long a stopping shovel waits for the
+// destination to confirm what it already published.
+const drainTimeout = 5 * time.Second
+
+// drain ends a session the worker was told to stop: it stops consuming and
+// waits (a bounded time) for the confirms of the messages already
+// published, acking them at the source, so a restart or an update moves
+// each message once. Deliveries not yet forwarded go back to the source
+// queue when the channel closes.
+func (l *link) drain() error {
+	if len(l.pending) == 0 {
+		return nil
+	}
+	if err := l.srcCh.Cancel(consumerTag, false); err != nil {
+		return err
+	}
+	t := time.NewTimer(drainTimeout)
+	defer t.Stop()
+	for len(l.pending) > 0 {
+		select {
+		case <-t.C:
+			return fmt.Errorf("stopped with %d messages unconfirmed by the destination", len(l.pending))
+		case e := <-l.srcClosed:
+			return sideError("source", e)
+		case e := <-l.destClosed:
+			return sideError("destination", e)
+		case e := <-l.srcChClosed:
+			return sideError("source channel", e)
+		case e := <-l.destChClosed:
+			return sideError("destination channel", e)
+		case c := <-l.confirms:
+			if err := l.settle(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // move forwards deliveries until a side fails, the worker is halted or
@@ -150,16 +193,22 @@ func (l *link) move() error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
-		case e := <-l.failed:
-			return closedError(e)
+			return l.drain()
+		case e := <-l.srcClosed:
+			return sideError("source", e)
+		case e := <-l.destClosed:
+			return sideError("destination", e)
+		case e := <-l.srcChClosed:
+			return sideError("source channel", e)
+		case e := <-l.destChClosed:
+			return sideError("destination channel", e)
 		case c := <-l.confirms:
 			if err := l.settle(c); err != nil {
 				return err
 			}
 		case dl, ok := <-l.deliveries:
 			if !ok {
-				return closedError(nil)
+				return sideError("source consumer", nil)
 			}
 			if err := l.forward(ctx, dl); err != nil {
 				return err
@@ -171,11 +220,12 @@ func (l *link) move() error {
 	}
 }
 
-func closedError(e *amqp.Error) error {
+// sideError is why a session ended: the side and RabbitMQ's reply.
+func sideError(side string, e *amqp.Error) error {
 	if e == nil {
-		return errors.New("connection closed")
+		return fmt.Errorf("%s closed", side)
 	}
-	return e
+	return fmt.Errorf("%s closed: %w", side, e)
 }
 
 // forward publishes one delivery to the destination and, by ack-mode,
