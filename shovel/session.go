@@ -210,7 +210,7 @@ func (l *link) move() error {
 			if !ok {
 				return sideError("source consumer", nil)
 			}
-			if err := l.forward(ctx, dl); err != nil {
+			if err := l.forward(dl); err != nil {
 				return err
 			}
 		}
@@ -230,14 +230,16 @@ func sideError(side string, e *amqp.Error) error {
 
 // forward publishes one delivery to the destination and, by ack-mode,
 // acks it at once (on-publish) or once confirmed (on-confirm).
-func (l *link) forward(ctx context.Context, dl amqp.Delivery) error {
+func (l *link) forward(dl amqp.Delivery) error {
 	if l.left == 0 {
 		// delete-after reached: leave the rest in the source, as the
 		// plugin does (it cancels its consumer).
 		return dl.Nack(false, true)
 	}
 	exchange, key := l.route(dl)
-	if err := l.destCh.PublishWithContext(ctx, exchange, key, false, false, l.publishing(dl)); err != nil {
+	// Not the worker's context: a publish made must be seen through to its
+	// confirm (drain), not abandoned half-way by a stop.
+	if err := l.destCh.PublishWithContext(context.Background(), exchange, key, false, false, l.publishing(dl)); err != nil {
 		return err
 	}
 	if l.left > 0 {
