@@ -84,7 +84,7 @@ func (b *broker) start() {
 			return shovel.Local{Addr: srv.Addr().String(), User: user, Password: password}, nil
 		},
 		Delete: func(vhost, name string) error { return srv.DeleteParameter("shovel", vhost, name) },
-		Node:   srv.NodeName(),
+		Node:   srv.NodeName(), ClusterName: srv.ClusterName,
 		Logger: cfg.Logger,
 	})
 	srv.OnParameterChange(func(component string) {

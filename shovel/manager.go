@@ -33,8 +33,11 @@ type Config struct {
 	// Delete removes a shovel's parameter once delete-after is reached.
 	Delete func(vhost, name string) error
 	// Node is the node name reported in the status.
-	Node   string
-	Logger *slog.Logger
+	Node string
+	// ClusterName is the cluster's name, which x-shovelled headers carry
+	// as shovelled-by (rabbit_nodes:cluster_name()). Default: Node.
+	ClusterName func() string
+	Logger      *slog.Logger
 }
 
 // Manager runs one worker per stored shovel parameter. Its reconcile

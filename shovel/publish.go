@@ -74,7 +74,7 @@ func applyProperties(p *amqp.Publishing, props map[string]any) {
 func (l *link) forwardHeaders(destURI string) amqp.Table {
 	d := l.w.def
 	t := amqp.Table{
-		"shovelled-by": l.w.m.cfg.Node, "shovel-type": "dynamic",
+		"shovelled-by": l.w.m.clusterName(), "shovel-type": "dynamic",
 		"shovel-name": l.w.param.Name, "shovel-vhost": l.w.param.Vhost,
 		"src-uri": redactURI(l.srcURI), "dest-uri": redactURI(destURI),
 	}
@@ -92,4 +92,11 @@ func (l *link) forwardHeaders(destURI string) amqp.Table {
 		}
 	}
 	return t
+}
+
+func (m *Manager) clusterName() string {
+	if m.cfg.ClusterName != nil {
+		return m.cfg.ClusterName()
+	}
+	return m.cfg.Node
 }

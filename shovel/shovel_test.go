@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // On-confirm moves every message exactly once from one local queue to
@@ -106,5 +108,67 @@ func TestShovelAMQP10Unsupported(t *testing.T) {
 	st := b.waitState(t, "one0", "terminated")
 	if reason, _ := st["reason"].(string); !strings.Contains(reason, "AMQP 1.0") {
 		t.Errorf("reason %q", reason)
+	}
+}
+
+// A shovel moves messages from Warren to a real RabbitMQ 3.10 node and
+// another brings them back, every one once.
+func TestShovelToRabbitMQAndBack(t *testing.T) {
+	rabbit := rabbitURL(t)
+	if rabbit == "" {
+		t.Skip("no RabbitMQ node at 127.0.0.1:5699 (the shared reference node); skipping")
+	}
+	rabbit += "shovelm-v"
+	rch := channel(t, rabbit)
+	t.Cleanup(func() {
+		if _, err := channel(t, rabbit).QueueDelete("shovelm-mid", false, false, false); err != nil {
+			t.Errorf("deleting the RabbitMQ queue: %v", err)
+		}
+	})
+	if _, err := rch.QueueDelete("shovelm-mid", false, false, false); err != nil {
+		t.Fatalf("clearing the RabbitMQ queue: %v", err)
+	}
+	b := startBroker(t)
+	const n = 2000
+	publishN(t, b.url, "rb-out", "r", n)
+	b.putShovel("there", map[string]any{"src-uri": "amqp://", "src-queue": "rb-out",
+		"dest-uri": rabbit, "dest-queue": "shovelm-mid", "dest-add-forward-headers": true})
+	b.putShovel("back", map[string]any{"src-uri": rabbit, "src-queue": "shovelm-mid",
+		"dest-uri": "amqp://", "dest-queue": "rb-back"})
+	b.waitState(t, "there", "running")
+	b.waitState(t, "back", "running")
+	waitFor(t, 60*time.Second, "every message back", func() bool { return queueLength(t, b.url, "rb-back") >= n })
+	ch := channel(t, b.url)
+	m, ok, err := ch.Get("rb-back", false)
+	must(t, err)
+	if !ok {
+		t.Fatal("no message back")
+	}
+	hops, _ := m.Headers["x-shovelled"].([]any)
+	if len(hops) != 1 {
+		t.Fatalf("x-shovelled = %v", m.Headers["x-shovelled"])
+	}
+	hop, _ := hops[0].(amqp.Table)
+	// As RabbitMQ 3.10 writes it (seen on the reference node).
+	want := amqp.Table{"shovel-name": "there", "shovel-type": "dynamic", "shovel-vhost": "/",
+		"shovelled-by": b.srv.ClusterName(), "src-uri": "amqp://", "src-queue": "rb-out",
+		"dest-uri": strings.Replace(rabbit, "guest:guest@", "", 1), "dest-queue": "shovelm-mid"}
+	for k, v := range want {
+		if hop[k] != v {
+			t.Errorf("x-shovelled %s = %v, want %v", k, hop[k], v)
+		}
+	}
+	if len(hop) != len(want) {
+		t.Errorf("x-shovelled entry %v, want %v", hop, want)
+	}
+	must(t, m.Nack(false, true))
+	seen := drainIDs(t, b.url, "rb-back")
+	if len(seen) != n {
+		t.Errorf("%d distinct messages came back, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("message %s came back %d times", id, c)
+		}
 	}
 }

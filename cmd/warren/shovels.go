@@ -21,7 +21,7 @@ func startShovels(srv *server.Server, logger *slog.Logger) *shovel.Manager {
 		Params: func() []shovel.Param { return shovelParams(srv) },
 		Local:  func() (shovel.Local, error) { return localBroker(srv) },
 		Delete: func(vhost, name string) error { return srv.DeleteParameter(shovelComponent, vhost, name) },
-		Node:   srv.NodeName(),
+		Node:   srv.NodeName(), ClusterName: srv.ClusterName,
 		Logger: logger,
 	})
 	srv.OnParameterChange(func(component string) {
