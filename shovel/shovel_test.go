@@ -172,3 +172,16 @@ func TestShovelToRabbitMQAndBack(t *testing.T) {
 		}
 	}
 }
+
+// A stored shovel starts again when the broker restarts.
+func TestShovelStartsAtBoot(t *testing.T) {
+	b := startBroker(t)
+	b.putShovel("boot", map[string]any{"src-uri": "amqp://", "src-queue": "bt-src",
+		"dest-uri": "amqp://", "dest-queue": "bt-dest"})
+	b.waitState(t, "boot", "running")
+	b.stop()
+	b.start()
+	b.waitState(t, "boot", "running")
+	publishN(t, b.url, "bt-src", "m", 10)
+	waitFor(t, 10*time.Second, "the messages moved", func() bool { return queueLength(t, b.url, "bt-dest") == 10 })
+}
