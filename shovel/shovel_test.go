@@ -99,6 +99,51 @@ func TestShovelReconnectsAfterDestinationRestarts(t *testing.T) {
 	}
 }
 
+// GET /api/shovels shows a running shovel as RabbitMQ does, the URIs
+// without credentials; deleting its parameter stops it.
+func TestShovelStatusAndDelete(t *testing.T) {
+	src, dest := startBroker(t), startBroker(t)
+	src.putShovel("st", map[string]any{"src-uri": "amqp://", "src-exchange": "amq.topic", "src-exchange-key": "k.#",
+		"dest-uri": dest.url, "dest-exchange": "amq.direct", "dest-exchange-key": "zz"})
+	st := src.waitState(t, "st", "running")
+	want := map[string]any{"name": "st", "vhost": "/", "type": "dynamic", "state": "running",
+		"node": src.srv.NodeName(), "src_uri": "amqp://", "src_protocol": "amqp091", "dest_protocol": "amqp091",
+		"dest_uri":     strings.Replace(dest.url, "guest:guest@", "", 1),
+		"src_exchange": "amq.topic", "src_exchange_key": "k.#", "dest_exchange": "amq.direct", "dest_exchange_key": "zz"}
+	for k, v := range want {
+		if st[k] != v {
+			t.Errorf("%s = %v, want %v", k, st[k], v)
+		}
+	}
+	if _, err := time.Parse(time.DateTime, st["timestamp"].(string)); err != nil {
+		t.Errorf("timestamp %v: %v", st["timestamp"], err)
+	}
+	if code, body := src.getJSON(t, http.MethodGet, "/api/shovels/vhost/%2F/nosuch"); code != http.StatusNotFound {
+		t.Errorf("GET an unknown shovel: %d %s", code, body)
+	}
+	if code, body := src.getJSON(t, http.MethodDelete, "/api/shovels/vhost/%2F/nosuch/restart"); code != http.StatusNotFound {
+		t.Errorf("restart an unknown shovel: %d %s", code, body)
+	}
+
+	dch := channel(t, dest.url)
+	q, err := dch.QueueDeclare("st-dest", false, false, false, false, nil)
+	must(t, err)
+	must(t, dch.QueueBind(q.Name, "zz", "amq.direct", false, nil))
+	sch := channel(t, src.url)
+	must(t, sch.Publish("amq.topic", "k.1", false, false, amqpMsg("one")))
+	waitFor(t, 10*time.Second, "the message moved", func() bool { return queueLength(t, dest.url, "st-dest") == 1 })
+
+	if code, body := src.getJSON(t, http.MethodDelete, "/api/shovels/vhost/%2F/st"); code != http.StatusNoContent {
+		t.Fatalf("DELETE the shovel: %d %s", code, body)
+	}
+	waitFor(t, 10*time.Second, "the shovel gone from the list", func() bool { return src.status(t, "st") == nil })
+	waitFor(t, 10*time.Second, "its connection to the destination closed", func() bool { return len(dest.srv.Connections()) == 1 })
+	must(t, sch.Publish("amq.topic", "k.2", false, false, amqpMsg("two")))
+	if got := queueLength(t, dest.url, "st-dest"); got != 1 {
+		t.Errorf("a deleted shovel still moves messages: %d at the destination", got)
+	}
+}
+
 // AMQP 1.0 shovels are stored (the parameter is valid) but not run, and the
 // status says why.
 func TestShovelAMQP10Unsupported(t *testing.T) {
