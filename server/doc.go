@@ -30,8 +30,9 @@
 // Runtime parameters of federation, shovel and vhost limits are validated
 // as RabbitMQ 3.10's components validate them, with its texts
 // (paramcheck.go, paramcomponents.go; values printed as Erlang's ~p prints
-// them, erlterm.go and erlpretty.go); Warren keeps but does not run
-// federation and shovels.
+// them, erlterm.go and erlpretty.go). The shovel package runs the shovels
+// (OnParameterChange tells it of changes; InternalCredential is its login
+// for direct URIs); federation is kept but not run yet.
 //
 // Invariants:
 //   - A queue's messages reach the wire in queue order, and a channel's delivery

@@ -9,9 +9,9 @@ import (
 
 // Validation of runtime parameters, as RabbitMQ 3.10's components do it
 // (rabbit_parameter_validation and each component's validate/5), so a
-// definition RabbitMQ refuses is refused here with the same text. Warren
-// runs none of federation and shovel; it keeps their parameters valid so a
-// definitions file moved to RabbitMQ loads there.
+// definition RabbitMQ refuses is refused here with the same text, and a
+// definitions file moved to RabbitMQ loads there. The shovel package runs
+// the shovel parameters; federation is not run yet.
 
 // ParameterError is a runtime parameter, global parameter or limit refused
 // by validation. Reason is RabbitMQ's text: "Validation failed\n\n" and one
