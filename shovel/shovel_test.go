@@ -163,7 +163,7 @@ func TestShovelToRabbitMQAndBack(t *testing.T) {
 	if rabbit == "" {
 		t.Skip("no RabbitMQ node at 127.0.0.1:5699 (the shared reference node); skipping")
 	}
-	rabbit += "shovelm-v"
+	// The shared node's default vhost; the queue's name says whose it is.
 	rch := channel(t, rabbit)
 	t.Cleanup(func() {
 		if _, err := channel(t, rabbit).QueueDelete("shovelm-mid", false, false, false); err != nil {
