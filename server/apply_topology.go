@@ -238,15 +238,25 @@ func hasBinding(dest destination, k bindingKey) bool {
 	return false
 }
 
-func (s *Server) prepareBind(c Bind) (prepared, error) {
-	method := bindMethod(c, false)
+// bindingCommand resolves what a Bind or Unbind names before its ends are
+// looked up: the method it answers for, its vhost and its arguments.
+func (s *Server) bindingCommand(c Bind, unbind bool) (uint32, *Vhost, amqp.Table, error) {
+	method := bindMethod(c, unbind)
 	vh, err := s.applyVhost(c.Vhost, method)
 	if err != nil {
-		return noop, err
+		return method, nil, nil, err
 	}
 	args, err := bytesTable(c.Arguments)
 	if err != nil {
-		return noop, refusef(amqp.SyntaxError, method, "binding arguments: %v", err)
+		return method, nil, nil, refusef(amqp.SyntaxError, method, "binding arguments: %v", err)
+	}
+	return method, vh, args, nil
+}
+
+func (s *Server) prepareBind(c Bind) (prepared, error) {
+	method, vh, args, err := s.bindingCommand(c, false)
+	if err != nil {
+		return noop, err
 	}
 	vh.mu.RLock()
 	defer vh.mu.RUnlock()
@@ -271,14 +281,9 @@ func (s *Server) prepareBind(c Bind) (prepared, error) {
 }
 
 func (s *Server) prepareUnbind(c Unbind) (prepared, error) {
-	method := bindMethod(Bind(c), true)
-	vh, err := s.applyVhost(c.Vhost, method)
+	method, vh, args, err := s.bindingCommand(Bind(c), true)
 	if err != nil {
 		return noop, err
-	}
-	args, err := bytesTable(c.Arguments)
-	if err != nil {
-		return noop, refusef(amqp.SyntaxError, method, "binding arguments: %v", err)
 	}
 	vh.mu.RLock()
 	defer vh.mu.RUnlock()
