@@ -429,12 +429,13 @@ func (s *Server) recoverStorage(started time.Time) error {
 		if err := vh.storage.rebuildRefs(queues, vh.delayIndexes()); err != nil {
 			return fmt.Errorf("vhost %q: %w", vh.name, err)
 		}
-		vh.delays.recovered()
+		// Counted before the delayer starts firing into these queues.
 		var msgs, bytes int
 		for _, q := range queues {
 			msgs += q.paged
 			bytes += q.pagedBytes
 		}
+		vh.delays.recovered()
 		rec := vh.storage.store.Recovery()
 		vh.log.Info("vhost recovered", "queues", len(queues), "messages", msgs, "bytes", bytes,
 			"seconds", time.Since(started).Seconds(), "store", rec)

@@ -300,6 +300,8 @@ func TestRemoteGetPurgeDelete(t *testing.T) {
 	for i := range 5 {
 		publish(t, pub, "", "q", fmt.Sprint(i))
 	}
+	// The publishes on a are not confirmed: wait until its queue has all five.
+	waitFor(t, 5*time.Second, "5 messages on the home", func() bool { return readyOf(a.Vhost("/").queue("q")) == 5 })
 	_, ch := b.channel(t)
 	m, ok, err := ch.Get("q", false)
 	must(t, err)
