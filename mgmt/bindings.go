@@ -127,11 +127,7 @@ func (a *API) bind(rq *request, destType string) error {
 		return err
 	}
 	source, dest := rq.bindingEnds(destType)
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}

@@ -114,11 +114,7 @@ func clusterUnavailableReason(err error) string {
 
 // postClusterJoin answers POST /api/cluster/join {"nodes":["host:port"]}.
 func (a *API) postClusterJoin(rq *request) error {
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}

@@ -95,11 +95,7 @@ func (a *API) putExchange(rq *request) error {
 	if _, err := rq.vhost("vhost"); err != nil {
 		return err
 	}
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}
@@ -174,11 +170,7 @@ func (a *API) publish(rq *request) error {
 	if err != nil {
 		return err
 	}
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}

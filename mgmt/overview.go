@@ -164,11 +164,7 @@ func (a *API) getClusterName(rq *request) error {
 }
 
 func (a *API) putClusterName(rq *request) error {
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}

@@ -194,11 +194,7 @@ func (a *API) putQueue(rq *request) error {
 	if _, err := rq.vhost("vhost"); err != nil {
 		return err
 	}
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}
@@ -264,11 +260,7 @@ func (a *API) queueAction(rq *request) error {
 	if _, _, err := rq.queue(); err != nil {
 		return err
 	}
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}
@@ -318,11 +310,7 @@ func (a *API) getMessages(rq *request) error {
 	if err != nil {
 		return err
 	}
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}

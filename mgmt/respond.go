@@ -130,6 +130,16 @@ func (rq *request) readBody() ([]byte, error) {
 
 // decodeObject parses a JSON object, integers as int64 and other numbers
 // as float64. An empty body is an empty object (PUT /vhosts/x allows it).
+// bodyObject reads the request body as a JSON object, answering RabbitMQ's
+// 400 not_json when it is not one.
+func (rq *request) bodyObject() (map[string]any, error) {
+	raw, err := rq.readBody()
+	if err != nil {
+		return nil, err
+	}
+	return decodeObject(raw, "not_json")
+}
+
 func decodeObject(body []byte, malformed string) (map[string]any, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return map[string]any{}, nil

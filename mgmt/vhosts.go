@@ -72,11 +72,7 @@ func (a *API) getVhost(rq *request) error {
 }
 
 func (a *API) putVhost(rq *request) error {
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}
@@ -179,11 +175,7 @@ func (a *API) getUser(rq *request) error {
 }
 
 func (a *API) putUser(rq *request) error {
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}
@@ -233,11 +225,7 @@ func (a *API) deleteUser(rq *request) error {
 }
 
 func (a *API) bulkDeleteUsers(rq *request) error {
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}
@@ -308,11 +296,7 @@ func (a *API) getPermission(rq *request) error {
 }
 
 func (a *API) putPermission(rq *request) error {
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}
@@ -391,11 +375,7 @@ func (a *API) getTopicPermissions(rq *request) error {
 }
 
 func (a *API) putTopicPermission(rq *request) error {
-	raw, err := rq.readBody()
-	if err != nil {
-		return err
-	}
-	m, err := decodeObject(raw, "not_json")
+	m, err := rq.bodyObject()
 	if err != nil {
 		return err
 	}
