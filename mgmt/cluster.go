@@ -118,7 +118,10 @@ func (a *API) postClusterJoin(rq *request) error {
 	if err != nil {
 		return err
 	}
-	list, _ := m["nodes"].([]any)
+	list, ok := m["nodes"].([]any)
+	if !ok && m["nodes"] != nil {
+		return errBadRequest("nodes must be a list of host:port strings")
+	}
 	var addrs []string
 	for _, v := range list {
 		s, ok := v.(string)
