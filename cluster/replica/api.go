@@ -41,7 +41,9 @@ type EpochStart struct {
 // their own beyond what Read concurrent with Append requires.
 type Log interface {
 	// Append writes records whose offsets continue LastOffset. They are
-	// not durable until Sync returns.
+	// not durable until Sync returns. A log that holds no records accepts
+	// any first offset above LastOffset (a mirror catching up from a leader
+	// that reclaimed its prefix starts where that leader's log starts).
 	Append(recs ...Record) error
 	// Sync makes everything appended durable (fsync under the fsync flush
 	// policy); DurableOffset is LastOffset afterwards.
@@ -182,4 +184,8 @@ var (
 	ErrStalePlacement = errors.New("replica: stale placement (epoch or version changed)")
 	ErrFenced         = errors.New("replica: fenced by a newer epoch")
 	ErrClosed         = errors.New("replica: closed")
+	// ErrOffsetGap: an Append whose records do not continue the log.
+	ErrOffsetGap = errors.New("replica: records do not continue the log")
+	// ErrCompacted: a Read below the log's FirstOffset.
+	ErrCompacted = errors.New("replica: offset below the log's first offset")
 )
