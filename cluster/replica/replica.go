@@ -24,15 +24,15 @@ type replica struct {
 	log   Log
 	h     Handler
 
-	mu       sync.Mutex // guards the fields below; never held across Log calls
-	p        Placement
-	next     uint64   // offset the next Append gets (leader)
-	pending  []Record // assigned, not yet given to the log
-	compact  uint64   // highest Compact asked for
-	epoch    uint64   // epoch of the last record assigned an offset
-	closed   bool
-	failErr  error
-	st       Status // LastOffset, DurableOffset and HW as the goroutine last saw them
+	mu      sync.Mutex // guards the fields below; never held across Log calls
+	p       Placement
+	next    uint64   // offset the next Append gets (leader)
+	pending []Record // assigned, not yet given to the log
+	compact uint64   // highest Compact asked for
+	epoch   uint64   // epoch of the last record assigned an offset
+	closed  bool
+	failErr error
+	st      Status // LastOffset, DurableOffset and HW as the goroutine last saw them
 
 	kick chan struct{}
 	stop chan struct{}
