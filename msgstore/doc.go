@@ -24,7 +24,11 @@
 // An owner may register a prologue (Log.SetPrologue): a record Append writes
 // first in every segment it starts, so state the owner keeps in its own log
 // (stream offset tracking) is never only in segments that retention removes.
-// Log.SetSegmentSize changes the roll size of an open log.
+// Log.SetSegmentSize changes the roll size of an open log. Log.TruncateAfter
+// removes the records above an offset durably (later segments deleted newest
+// first, then the holding segment cut and fdatasynced, so a crash leaves a
+// prefix); appends then start a new segment. It serves the replicated queue
+// log (a mirror's uncommitted tail) and refuses a Store's log.
 //
 // Durability follows the FlushPolicy. Under FlushFsync (the default) Append
 // writes to the OS at once and a single flusher goroutine fdatasyncs the files

@@ -131,7 +131,7 @@ func (l *Log) needSyncLocked() bool {
 func (l *Log) flushRound() bool {
 	l.stateMu.Lock()
 	doSync := l.needSyncLocked()
-	target := l.written
+	target, truncs := l.written, l.truncations
 	var dirty, seal []*segment
 	var dir bool
 	if doSync {
@@ -159,7 +159,7 @@ func (l *Log) flushRound() bool {
 			l.failErr = fmt.Errorf("%w: %w", ErrLogFailed, err)
 			l.failed.Store(&l.failErr)
 			l.cfg.Logger.Error("msgstore: fsync failed; log refuses appends until reopened", "dir", l.cfg.Dir, "error", err)
-		} else if err == nil && target > l.synced {
+		} else if err == nil && target > l.synced && truncs == l.truncations {
 			l.synced = target
 		}
 	}

@@ -47,6 +47,7 @@ type Log struct {
 	forceSync   bool
 	failErr     error
 	flusherDone bool
+	truncations uint64 // TruncateAfter calls; a flush round started before one publishes nothing
 
 	failed atomic.Pointer[error] // set once an fsync failed; appends refuse
 
