@@ -180,3 +180,9 @@ func (l *Log) cutPosLocked(s *segment, off uint64) (int64, uint64, error) {
 	}
 	return pos, lastPlus1, nil
 }
+
+// SkipTo makes the next Append's offset at least off by starting a new
+// segment there, for an owner whose log must begin where another copy's
+// begins (a replica catching up from a leader that reclaimed its prefix).
+// Offsets in between never hold records.
+func (l *Log) SkipTo(off uint64) error { return l.advanceTo(off) }
