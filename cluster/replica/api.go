@@ -184,6 +184,13 @@ var (
 	ErrStalePlacement = errors.New("replica: stale placement (epoch or version changed)")
 	ErrFenced         = errors.New("replica: fenced by a newer epoch")
 	ErrClosed         = errors.New("replica: closed")
+	// ErrRestartedLeader: the placement names this node leader of an epoch
+	// it already wrote records in before it restarted. It may have lost
+	// some that its mirrors hold, so it must not write that epoch again:
+	// the controller has to elect again (a new epoch, this node allowed),
+	// as Kafka's controller does on a broker's new epoch (KIP-380). The
+	// replica waits, refusing appends, until SetPlacement brings one.
+	ErrRestartedLeader = errors.New("replica: leader restarted within its epoch; a new epoch is needed")
 	// ErrOffsetGap: an Append whose records do not continue the log.
 	ErrOffsetGap = errors.New("replica: records do not continue the log")
 	// ErrCompacted: a Read below the log's FirstOffset.
