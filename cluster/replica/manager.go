@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -46,12 +47,16 @@ var ErrNeedsNetwork = errors.New("replica: placement has other replicas but the 
 
 // manager implements Manager.
 type manager struct {
-	cfg Config
+	cfg    Config
+	ctx    context.Context // cancelled by Shutdown: dials and controller calls
+	cancel context.CancelFunc
+	stop   chan struct{}
 
 	mu       sync.Mutex
 	replicas map[string]*replica
+	peers    map[string]*peer
 	closed   bool
-	wg       sync.WaitGroup // every replica goroutine
+	wg       sync.WaitGroup // replica goroutines, connection readers and writers, dial loops, controller calls
 }
 
 // NewManager returns a Manager for cfg.
@@ -59,7 +64,69 @@ func NewManager(cfg Config) (Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &manager{cfg: cfg, replicas: make(map[string]*replica)}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	return &manager{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}),
+		replicas: make(map[string]*replica), peers: make(map[string]*peer)}, nil
+}
+
+// peerLocked returns the peer for node, starting its dial loop when this
+// node dials the pair. Caller holds m.mu.
+func (m *manager) peerLocked(node string) *peer {
+	p := m.peers[node]
+	if p == nil {
+		p = newPeer(m, node)
+		m.peers[node] = p
+		if m.cfg.Node < node && m.cfg.Dial != nil {
+			m.wg.Add(1)
+			go p.dialLoop()
+		}
+	}
+	return p
+}
+
+// send routes msgs to their nodes' connections.
+func (m *manager) send(msgs []Msg) {
+	for len(msgs) > 0 {
+		to := msgs[0].To
+		n := 1
+		for n < len(msgs) && msgs[n].To == to {
+			n++
+		}
+		m.mu.Lock()
+		var p *peer
+		if !m.closed {
+			p = m.peerLocked(to)
+		}
+		m.mu.Unlock()
+		if p != nil {
+			p.send(msgs[:n]...)
+		}
+		msgs = msgs[n:]
+	}
+}
+
+// deliver hands an inbound message to its queue's replica; one for a queue
+// not open here is dropped (the sender retries or times out).
+func (m *manager) deliver(msg Msg) {
+	m.mu.Lock()
+	r := m.replicas[msg.Queue]
+	m.mu.Unlock()
+	if r != nil {
+		r.post(event{msg: &msg})
+	}
+}
+
+// disconnected tells every replica that the connection to node is gone.
+func (m *manager) disconnected(node string) {
+	m.mu.Lock()
+	rs := make([]*replica, 0, len(m.replicas))
+	for _, r := range m.replicas {
+		rs = append(rs, r)
+	}
+	m.mu.Unlock()
+	for _, r := range rs {
+		r.post(event{disconnect: node})
+	}
 }
 
 func (m *manager) lease() bool { return m.cfg.Lease == nil || m.cfg.Lease() }
@@ -77,9 +144,6 @@ func (m *manager) Open(queue string, p Placement, log Log, h Handler) (Replica, 
 	if len(p.Replicas) > 1 && (m.cfg.Dial == nil || m.cfg.Lease == nil || m.cfg.Controller == nil) {
 		return nil, fmt.Errorf("%w: queue %s, replicas %v", ErrNeedsNetwork, queue, p.Replicas)
 	}
-	if len(p.Replicas) > 1 {
-		return nil, fmt.Errorf("replica: queue %s: replication to other nodes is not built yet (replicas %v)", queue, p.Replicas)
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -90,6 +154,11 @@ func (m *manager) Open(queue string, p Placement, log Log, h Handler) (Replica, 
 	}
 	r := newReplica(m, queue, p, log, h)
 	m.replicas[queue] = r
+	for _, n := range p.Replicas {
+		if n != m.cfg.Node {
+			m.peerLocked(n)
+		}
+	}
 	m.wg.Add(1)
 	go r.run()
 	return r, nil
@@ -122,10 +191,20 @@ func checkPlacement(p Placement) error {
 	return nil
 }
 
-// ServeConn serves an inbound replication connection. This manager does not
-// replicate to other nodes yet, so it closes the connection at once.
+// ServeConn serves an inbound replication connection from node until it
+// closes or the manager shuts down; it replaces the pair's older one.
 func (m *manager) ServeConn(conn net.Conn, node string) {
-	conn.Close()
+	m.mu.Lock()
+	if m.closed || node == m.cfg.Node {
+		m.mu.Unlock()
+		conn.Close()
+		return
+	}
+	p := m.peerLocked(node)
+	m.wg.Add(1)
+	m.mu.Unlock()
+	defer m.wg.Done()
+	p.serve(conn)
 }
 
 func (m *manager) remove(queue string, r *replica) {
@@ -150,6 +229,31 @@ func (m *manager) Shutdown() error {
 	for _, r := range rs {
 		errs = append(errs, r.Close())
 	}
+	m.mu.Lock()
+	if m.stop != nil {
+		select {
+		case <-m.stop:
+		default:
+			close(m.stop)
+		}
+	}
+	ps := make([]*peer, 0, len(m.peers))
+	for _, p := range m.peers {
+		ps = append(ps, p)
+	}
+	m.mu.Unlock()
+	m.cancel()
+	for _, p := range ps {
+		p.mu.Lock()
+		if p.cur != nil {
+			p.cur.close()
+		}
+		p.mu.Unlock()
+	}
 	m.wg.Wait()
 	return errors.Join(errs...)
+}
+
+func contextWithTimeout(m *manager, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(m.ctx, d)
 }

@@ -1,7 +1,9 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -14,57 +16,54 @@ type FailureHandler interface {
 	Failed(err error)
 }
 
-// replica is one queue's replica on this node. Append (any goroutine)
-// assigns offsets under mu and hands the records to the replica's goroutine,
-// which alone uses the Log: it appends each batch, syncs it once (group
-// commit) and reports commits to the Handler in order.
+// event is an input for the replica's goroutine from another one.
+type event struct {
+	msg        *Msg
+	disconnect string // the connection to this node was lost
+	propDone   bool   // a controller call returned
+	propErr    error
+}
+
+// replica is one queue's replica on this node. Its goroutine alone runs
+// the protocol state machine (Leader or Mirror) and uses the Log; other
+// goroutines hand it appends, placements, messages and compaction under mu.
 type replica struct {
 	m     *manager
 	queue string
 	log   Log
 	h     Handler
 
-	mu      sync.Mutex // guards the fields below; never held across Log calls
-	p       Placement
-	next    uint64   // offset the next Append gets (leader)
-	pending []Record // assigned, not yet given to the log
-	compact uint64   // highest Compact asked for
-	epoch   uint64   // epoch of the last record assigned an offset
-	closed  bool
-	failErr error
-	st      Status // LastOffset, DurableOffset and HW as the goroutine last saw them
+	// Owned by the goroutine.
+	leader   *Leader
+	mirror   *Mirror
+	reported uint64 // last hw given to Handler.Committed
+	calling  bool   // a controller call is in flight
+
+	mu        sync.Mutex // guards the fields below; never held across Log calls
+	p         Placement  // newest placement given
+	applied   uint64     // Version of the placement the goroutine applied
+	leading   bool       // Append accepted: the goroutine leads p's epoch
+	next      uint64     // offset the next Append gets while leading
+	pending   [][]byte   // appended data not yet given to the Leader
+	pendFirst uint64     // offset of pending[0]
+	events    []event
+	compact   uint64
+	closed    bool
+	failErr   error
+	st        Status
 
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
 }
 
+// newReplica sets up the role p gives this node before the goroutine
+// starts, so a leader's Append works as soon as Open returns.
 func newReplica(m *manager, queue string, p Placement, log Log, h Handler) *replica {
-	r := &replica{m: m, queue: queue, log: log, h: h, p: p,
+	r := &replica{m: m, queue: queue, log: log, h: h, p: p, applied: p.Version,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	r.st.LastOffset, r.st.DurableOffset = log.LastOffset(), log.DurableOffset()
-	r.next = r.st.LastOffset + 1
-	if h := log.Epochs(); len(h) > 0 {
-		r.epoch = h[len(h)-1].Epoch
-	}
-	r.becomeLocked(p)
+	r.apply(p, time.Now())
 	return r
-}
-
-// becomeLocked applies p's leadership: a leader of a newer epoch than its
-// log's last starts the epoch with a KindEpochStart record. Caller holds mu
-// or owns r exclusively.
-func (r *replica) becomeLocked(p Placement) {
-	r.p = p
-	r.st.Leader, r.st.Epoch = p.Leader == r.m.cfg.Node, p.Epoch
-	if !r.st.Leader {
-		return
-	}
-	if r.epoch < p.Epoch {
-		r.pending = append(r.pending, Record{Offset: r.next, Epoch: p.Epoch, Kind: KindEpochStart})
-		r.next++
-		r.epoch = p.Epoch
-	}
 }
 
 func (r *replica) wake() {
@@ -72,6 +71,15 @@ func (r *replica) wake() {
 	case r.kick <- struct{}{}:
 	default:
 	}
+}
+
+func (r *replica) post(e event) {
+	r.mu.Lock()
+	if !r.closed {
+		r.events = append(r.events, e)
+	}
+	r.mu.Unlock()
+	r.wake()
 }
 
 func (r *replica) Append(data ...[]byte) (uint64, error) {
@@ -82,33 +90,34 @@ func (r *replica) Append(data ...[]byte) (uint64, error) {
 		return 0, ErrClosed
 	case r.failErr != nil:
 		return 0, r.failErr
-	case !r.st.Leader:
+	case !r.leading:
 		return 0, ErrNotLeader
 	case len(data) == 0:
 		return r.next - 1, nil
 	}
-	for _, d := range data {
-		r.pending = append(r.pending, Record{Offset: r.next, Epoch: r.p.Epoch, Kind: KindData,
-			Data: append([]byte(nil), d...)})
-		r.next++
+	if len(r.pending) == 0 {
+		r.pendFirst = r.next
 	}
+	for _, d := range data {
+		r.pending = append(r.pending, append([]byte(nil), d...))
+	}
+	r.next += uint64(len(data))
 	r.wake()
 	return r.next - 1, nil
 }
 
-// SetPlacement applies a committed placement. A stale one (lower Version)
-// is ignored: placements arrive in order but may be re-delivered.
+// SetPlacement records a committed placement for the goroutine to apply.
+// An older one (lower Version) is ignored: placements may be re-delivered.
 func (r *replica) SetPlacement(p Placement) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p.Version < r.p.Version || checkPlacement(p) != nil {
+	if p.Version < r.p.Version || checkPlacement(p) != nil || !slices.Contains(p.Replicas, r.m.cfg.Node) {
 		return
 	}
 	if p.Epoch > r.p.Epoch {
-		r.becomeLocked(p)
-	} else {
-		r.p = p
+		r.leading = false // no appends until the new role is set up
 	}
+	r.p = p
 	r.wake()
 }
 
@@ -124,7 +133,20 @@ func (r *replica) Compact(off uint64) {
 func (r *replica) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.st
+	st := r.st
+	st.Mirrors = cloneMirrors(r.st.Mirrors)
+	return st
+}
+
+func cloneMirrors(m map[string]MirrorStatus) map[string]MirrorStatus {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]MirrorStatus, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // Close stops the replica's goroutine and waits for it. Records appended but
@@ -141,18 +163,20 @@ func (r *replica) Close() error {
 	return nil
 }
 
-// run is the replica's goroutine (owner: the manager, stop: r.stop, waited
-// by manager.wg and Close). It retries the commit check every heartbeat, so
-// a lease that comes back or a placement that regains MinISR commits what is
-// durable without a new append.
+// run is the replica's goroutine (owner: the manager; stop: r.stop; waited
+// by manager.wg and Close). It steps on every input and every half
+// heartbeat, so lag checks, FOLLOW retries and heartbeats need no timers
+// of their own.
 func (r *replica) run() {
 	defer r.m.wg.Done()
 	defer close(r.done)
 	defer r.m.remove(r.queue, r)
-	t := time.NewTicker(r.m.cfg.Heartbeat)
+	t := time.NewTicker(max(r.m.cfg.Heartbeat/2, time.Millisecond))
 	defer t.Stop()
 	for {
-		r.step()
+		if err := r.step(time.Now()); err != nil {
+			r.fail(err)
+		}
 		select {
 		case <-r.stop:
 			return
@@ -162,55 +186,194 @@ func (r *replica) run() {
 	}
 }
 
-// step writes and syncs what is pending, reclaims what Compact allows and
-// reports a new high watermark.
-func (r *replica) step() {
+// step applies what arrived, appends and ships, group-commits (one Sync per
+// step, while the connection writers send), and reports commits.
+func (r *replica) step(now time.Time) error {
 	r.mu.Lock()
-	batch := r.pending
-	r.pending = nil
-	compact, p, failed := r.compact, r.p, r.failErr != nil
+	if r.failErr != nil {
+		r.mu.Unlock()
+		return nil
+	}
+	p, evs, data, first, compact := r.p, r.events, r.pending, r.pendFirst, r.compact
+	r.events, r.pending = nil, nil
+	newPlacement := p.Version != r.applied
+	r.applied = p.Version
 	r.mu.Unlock()
-	if failed {
+
+	var out []Msg
+	if newPlacement {
+		out = append(out, r.apply(p, now)...)
+	}
+	for _, e := range evs {
+		out = append(out, r.handle(e, now)...)
+	}
+	if r.leader != nil && len(data) > 0 {
+		last, err := r.leader.Append(data...)
+		if err != nil {
+			return fmt.Errorf("replica: queue %s: append: %w", r.queue, err)
+		}
+		if want := first + uint64(len(data)) - 1; last != want {
+			return fmt.Errorf("replica: queue %s: appended up to %d, offsets promised up to %d", r.queue, last, want)
+		}
+	}
+	if r.leader != nil {
+		out = append(out, r.leader.Pump(now)...)
+	}
+	r.m.send(out)
+	out = out[:0]
+	if r.log.DurableOffset() < r.log.LastOffset() {
+		if err := r.log.Sync(); err != nil {
+			if r.mirror != nil {
+				r.m.send(r.mirror.reject(r.mirror.Placement().Leader, RejectDiskFull))
+			}
+			return fmt.Errorf("replica: queue %s: sync: %w", r.queue, err)
+		}
+	}
+	if r.mirror != nil {
+		out = append(out, r.mirror.Synced()...)
+		out = append(out, r.mirror.Tick(now)...)
+	}
+	if r.leader != nil {
+		r.leader.Advance(r.m.lease())
+		r.propose(now)
+	}
+	r.m.send(out)
+	return r.finish(now, compact)
+}
+
+// apply sets up the role p gives this node.
+func (r *replica) apply(p Placement, now time.Time) []Msg {
+	switch {
+	case r.leader != nil && r.leader.SetPlacement(p, now):
+		return nil
+	case r.mirror != nil && r.mirror.SetPlacement(p):
+		return nil
+	}
+	r.leader, r.mirror = nil, nil
+	if p.Leader != r.m.cfg.Node {
+		r.mirror = NewMirror(r.m.cfg.Node, p, r.log, r.m.cfg.timing())
+		r.setLeading(false, 0)
+		return nil
+	}
+	l, err := NewLeader(r.m.cfg.Node, p, r.log, r.m.cfg.timing(), now)
+	if err != nil {
+		// ErrRestartedLeader or ErrFenced: wait for the controller's next
+		// placement; a log error stops the replica.
+		if !errors.Is(err, ErrRestartedLeader) && !errors.Is(err, ErrFenced) {
+			r.fail(fmt.Errorf("replica: queue %s: lead epoch %d: %w", r.queue, p.Epoch, err))
+		}
+		r.setLeading(false, 0)
+		return nil
+	}
+	r.leader = l
+	r.setLeading(true, r.log.LastOffset()+1)
+	return nil
+}
+
+func (r *replica) setLeading(on bool, next uint64) {
+	r.mu.Lock()
+	r.leading, r.next, r.pending = on, next, nil
+	r.mu.Unlock()
+}
+
+// handle passes one event to the state machine.
+func (r *replica) handle(e event, now time.Time) []Msg {
+	switch {
+	case e.propDone:
+		r.calling = false
+		if r.leader != nil {
+			r.leader.ProposalDone(e.propErr)
+		}
+	case e.disconnect != "":
+		if r.leader != nil {
+			r.leader.OnDisconnect(e.disconnect, now)
+		}
+		if r.mirror != nil && r.mirror.Placement().Leader == e.disconnect {
+			r.mirror.OnDisconnect()
+		}
+	case r.leader != nil:
+		switch e.msg.Type {
+		case MsgFollow:
+			return r.leader.OnFollow(*e.msg)
+		case MsgAck:
+			r.leader.OnAck(*e.msg, now)
+		case MsgReject:
+			r.leader.OnReject(*e.msg)
+		}
+	case r.mirror != nil:
+		switch e.msg.Type {
+		case MsgStart:
+			return r.mirror.OnStart(*e.msg)
+		case MsgAppend:
+			return r.mirror.OnAppend(*e.msg)
+		case MsgHeartbeat:
+			return r.mirror.OnHeartbeat(*e.msg)
+		}
+	}
+	return nil
+}
+
+// propose sends the leader's in-sync change to the controller on a
+// goroutine of its own (owner: this replica; it ends when the call
+// returns, bounded by the lag timeout; waited by manager.wg).
+func (r *replica) propose(now time.Time) {
+	if r.calling || r.m.cfg.Controller == nil {
 		return
 	}
-	if len(batch) > 0 {
-		err := r.log.Append(batch...)
-		if err == nil {
-			err = r.log.Sync()
-		}
-		if err != nil {
-			r.fail(fmt.Errorf("replica: queue %s: %w", r.queue, err))
-			return
-		}
+	pr := r.leader.Tick(now)
+	if pr == nil {
+		return
 	}
-	durable, last := r.log.DurableOffset(), r.log.LastOffset()
-	r.mu.Lock()
-	hw := r.st.HW
-	if r.st.Leader && len(p.ISR) >= p.MinISR && r.m.lease() && durable > hw {
-		hw = durable
+	r.calling = true
+	r.m.wg.Add(1)
+	go func() {
+		defer r.m.wg.Done()
+		ctx, cancel := contextWithTimeout(r.m, r.m.cfg.LagTimeout)
+		defer cancel()
+		err := r.m.cfg.Controller.AlterISR(ctx, r.queue, pr.Epoch, pr.Version, pr.ISR)
+		r.post(event{propDone: true, propErr: err})
+	}()
+}
+
+// finish reports a new high watermark, compacts and publishes the status.
+func (r *replica) finish(now time.Time, compact uint64) error {
+	var hw uint64
+	st := Status{LastOffset: r.log.LastOffset(), DurableOffset: r.log.DurableOffset()}
+	switch {
+	case r.leader != nil:
+		hw = r.leader.HW()
+		st.Leader, st.Epoch = true, r.leader.Placement().Epoch
+		st.Mirrors = r.leader.MirrorStatus(now)
+	case r.mirror != nil:
+		hw = r.mirror.Committed()
+		st.Epoch = r.mirror.Placement().Epoch
 	}
-	drop := min(compact, hw+1)
-	r.st.LastOffset, r.st.DurableOffset = last, durable
-	advanced := hw > r.st.HW
-	r.st.HW = hw
-	r.mu.Unlock()
-	if advanced {
+	if hw > r.reported {
+		r.reported = hw
 		r.h.Committed(hw)
 	}
-	if drop > 1 && drop > r.log.FirstOffset() {
+	st.HW = r.reported
+	r.mu.Lock()
+	r.st = st
+	r.mu.Unlock()
+	if drop := min(compact, r.reported+1); drop > 1 && drop > r.log.FirstOffset() {
 		if err := r.log.DropBefore(drop); err != nil {
-			r.fail(fmt.Errorf("replica: queue %s: compact before %d: %w", r.queue, drop, err))
+			return fmt.Errorf("replica: queue %s: compact before %d: %w", r.queue, drop, err)
 		}
 	}
+	return nil
 }
 
 // fail stops the replica's appends after a log error and tells the handler.
 func (r *replica) fail(err error) {
 	r.mu.Lock()
-	r.failErr = err
-	r.pending = nil
+	already := r.failErr != nil
+	if !already {
+		r.failErr = err
+	}
+	r.pending, r.leading = nil, false
 	r.mu.Unlock()
-	if fh, ok := r.h.(FailureHandler); ok {
+	if fh, ok := r.h.(FailureHandler); ok && !already {
 		fh.Failed(err)
 	}
 }

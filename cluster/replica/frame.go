@@ -1,0 +1,131 @@
+package replica
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Frames on a replication connection (one per node pair, both directions):
+//
+//	length  uint32   bytes after it
+//	type    uint8    0: ping (node-pair heartbeat, no payload); else a MsgType
+//	payload          the message's fields as uvarints and length-prefixed bytes
+//
+// From and To are the connection's ends and are not sent.
+const (
+	framePing     = 0
+	maxFrameBytes = 1 << 30
+)
+
+var errFrame = errors.New("replica: malformed frame")
+
+type encoder struct{ b []byte }
+
+func (e *encoder) u(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) s(v []byte) { e.u(uint64(len(v))); e.b = append(e.b, v...) }
+
+// appendFrame appends m's frame to dst.
+func appendFrame(dst []byte, m *Msg) []byte {
+	start := len(dst)
+	e := encoder{b: append(dst, 0, 0, 0, 0, byte(m.Type))}
+	e.s([]byte(m.Queue))
+	for _, v := range []uint64{m.Epoch, m.LastEpoch, m.LEO, m.TruncateTo, m.StartAt, m.HW, m.PrevOffset, m.Written, m.Durable, uint64(m.Reason)} {
+		e.u(v)
+	}
+	e.s([]byte(m.StorageID))
+	e.u(uint64(len(m.History)))
+	for _, h := range m.History {
+		e.u(h.Epoch)
+		e.u(h.Start)
+	}
+	e.u(uint64(len(m.Records)))
+	for _, r := range m.Records {
+		e.u(r.Offset)
+		e.u(r.Epoch)
+		e.u(uint64(r.Kind))
+		e.s(r.Data)
+	}
+	binary.BigEndian.PutUint32(e.b[start:], uint32(len(e.b)-start-4))
+	return e.b
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) u() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err, d.b = errFrame, nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) s() []byte {
+	n := d.u()
+	if n > uint64(len(d.b)) {
+		d.err, d.b = errFrame, nil
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// decodeMsg decodes a frame's type and payload. Records' data alias p.
+func decodeMsg(typ byte, p []byte) (Msg, error) {
+	d := decoder{b: p}
+	m := Msg{Type: MsgType(typ)}
+	m.Queue = string(d.s())
+	for _, v := range []*uint64{&m.Epoch, &m.LastEpoch, &m.LEO, &m.TruncateTo, &m.StartAt, &m.HW, &m.PrevOffset, &m.Written, &m.Durable} {
+		*v = d.u()
+	}
+	m.Reason = RejectReason(d.u())
+	m.StorageID = string(d.s())
+	nh := d.u()
+	for i := uint64(0); i < nh && d.err == nil; i++ {
+		m.History = append(m.History, EpochStart{Epoch: d.u(), Start: d.u()})
+	}
+	nr := d.u()
+	if nr > uint64(len(p)) {
+		return m, errFrame
+	}
+	for i := uint64(0); i < nr && d.err == nil; i++ {
+		m.Records = append(m.Records, Record{Offset: d.u(), Epoch: d.u(), Kind: Kind(d.u()), Data: d.s()})
+	}
+	if d.err != nil || len(d.b) != 0 || m.Type < MsgFollow || m.Type > MsgHeartbeat {
+		return m, fmt.Errorf("%w: type %d", errFrame, typ)
+	}
+	return m, nil
+}
+
+// readFrame reads one frame; ping frames return ok=false with no error.
+func readFrame(r *bufio.Reader, buf []byte) (Msg, bool, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
+		return Msg{}, false, buf, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n < 1 || n > maxFrameBytes {
+		return Msg{}, false, buf, fmt.Errorf("%w: length %d", errFrame, n)
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return Msg{}, false, buf, err
+	}
+	if buf[0] == framePing {
+		return Msg{}, false, buf, nil
+	}
+	// Records keep their data beyond the next read: copy the payload out.
+	m, err := decodeMsg(buf[0], append([]byte(nil), buf[1:]...))
+	return m, true, buf, err
+}

@@ -1,0 +1,175 @@
+package replica
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"sync"
+	"time"
+)
+
+// peer is this node's side of the one replication connection to another
+// node, multiplexed by queue. The node whose name sorts first dials (with
+// back-off); the other serves what arrives through ServeConn, so a pair has
+// one connection, and each direction keeps its order.
+type peer struct {
+	m    *manager
+	node string
+
+	mu    sync.Mutex
+	cur   *pconn // nil while disconnected
+	wakes chan struct{}
+}
+
+// pconn is one connection's life: a writer goroutine owns the write side,
+// the reader runs on ServeConn's goroutine or one the dial loop starts.
+type pconn struct {
+	c    net.Conn
+	mu   sync.Mutex
+	outq []Msg
+	kick chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func (pc *pconn) close() {
+	pc.once.Do(func() {
+		close(pc.done)
+		pc.c.Close()
+	})
+}
+
+func newPeer(m *manager, node string) *peer {
+	return &peer{m: m, node: node, wakes: make(chan struct{}, 1)}
+}
+
+// send queues msgs for the connection; with none they are dropped, which
+// the protocol treats like a connection reset (replicas were told).
+func (p *peer) send(msgs ...Msg) {
+	p.mu.Lock()
+	pc := p.cur
+	p.mu.Unlock()
+	if pc == nil {
+		return
+	}
+	pc.mu.Lock()
+	pc.outq = append(pc.outq, msgs...)
+	pc.mu.Unlock()
+	select {
+	case pc.kick <- struct{}{}:
+	default:
+	}
+}
+
+// serve runs conn until it fails or the manager stops: it becomes the
+// pair's connection (closing an older one), its writer starts, and the
+// reader loop runs here.
+func (p *peer) serve(conn net.Conn) {
+	pc := &pconn{c: conn, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	p.mu.Lock()
+	old := p.cur
+	p.cur = pc
+	p.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	p.m.wg.Add(1)
+	go p.writeLoop(pc)
+	p.readLoop(pc)
+	pc.close()
+	p.mu.Lock()
+	if p.cur == pc {
+		p.cur = nil
+	}
+	p.mu.Unlock()
+	p.m.disconnected(p.node)
+}
+
+// readLoop hands every message to its queue's replica. A silent peer
+// (no frame, not even a ping, for 4 heartbeats) counts as gone.
+func (p *peer) readLoop(pc *pconn) {
+	r := bufio.NewReaderSize(pc.c, 256<<10)
+	var buf []byte
+	idle := max(4*p.m.cfg.Heartbeat, 100*time.Millisecond)
+	for {
+		pc.c.SetReadDeadline(time.Now().Add(idle))
+		m, ok, b, err := readFrame(r, buf)
+		buf = b
+		if err != nil {
+			return
+		}
+		if ok {
+			m.From, m.To = p.node, p.m.cfg.Node
+			p.m.deliver(m)
+		}
+	}
+}
+
+// writeLoop (owner: the connection; stop: pc.done; waited by manager.wg)
+// writes queued messages in batches, one write per batch, and a ping
+// when the pair was idle for a heartbeat.
+func (p *peer) writeLoop(pc *pconn) {
+	defer p.m.wg.Done()
+	defer pc.close()
+	t := time.NewTicker(p.m.cfg.Heartbeat)
+	defer t.Stop()
+	var buf []byte
+	last := time.Now()
+	for {
+		select {
+		case <-pc.done:
+			return
+		case <-p.m.stop:
+			return
+		case <-pc.kick:
+		case <-t.C:
+		}
+		pc.mu.Lock()
+		q := pc.outq
+		pc.outq = nil
+		pc.mu.Unlock()
+		buf = buf[:0]
+		for i := range q {
+			buf = appendFrame(buf, &q[i])
+		}
+		if len(buf) == 0 && time.Since(last) >= p.m.cfg.Heartbeat {
+			buf = append(buf, 0, 0, 0, 1, framePing)
+		}
+		if len(buf) == 0 {
+			continue
+		}
+		pc.c.SetWriteDeadline(time.Now().Add(p.m.cfg.LagTimeout))
+		if _, err := pc.c.Write(buf); err != nil {
+			return
+		}
+		last = time.Now()
+		if cap(buf) > 16<<20 {
+			buf = nil // do not keep a catch-up burst's buffer
+		}
+	}
+}
+
+// dialLoop (owner: the manager; stop: manager.stop; waited by manager.wg)
+// keeps the pair connected when this node is the dialing side, with
+// back-off from 20 ms to 1 s between failed attempts.
+func (p *peer) dialLoop() {
+	defer p.m.wg.Done()
+	backoff := 20 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(p.m.ctx, p.m.cfg.LagTimeout)
+		conn, err := p.m.cfg.Dial(ctx, p.node)
+		cancel()
+		if err == nil {
+			backoff = 20 * time.Millisecond
+			p.serve(conn)
+		}
+		select {
+		case <-p.m.stop:
+			return
+		case <-time.After(backoff):
+		}
+		if err != nil {
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+}
