@@ -219,12 +219,12 @@ func (r *replica) step(now time.Time) error {
 	if r.leader != nil {
 		out = append(out, r.leader.Pump(now)...)
 	}
-	r.m.send(out)
+	r.send(out)
 	out = out[:0]
 	if r.log.DurableOffset() < r.log.LastOffset() {
 		if err := r.log.Sync(); err != nil {
 			if r.mirror != nil {
-				r.m.send(r.mirror.reject(r.mirror.Placement().Leader, RejectDiskFull))
+				r.send(r.mirror.reject(r.mirror.Placement().Leader, RejectDiskFull))
 			}
 			return fmt.Errorf("replica: queue %s: sync: %w", r.queue, err)
 		}
@@ -237,8 +237,16 @@ func (r *replica) step(now time.Time) error {
 		r.leader.Advance(r.m.lease())
 		r.propose(now)
 	}
-	r.m.send(out)
+	r.send(out)
 	return r.finish(now, compact)
+}
+
+// send stamps msgs with the queue and routes them.
+func (r *replica) send(msgs []Msg) {
+	for i := range msgs {
+		msgs[i].Queue = r.queue
+	}
+	r.m.send(msgs)
 }
 
 // apply sets up the role p gives this node.
