@@ -293,8 +293,10 @@ func (l *Leader) Pump(now time.Time) []Msg {
 
 // appendFor reads the next batch for f from the log.
 func (l *Leader) appendFor(node string, f *follower, now time.Time) (Msg, bool) {
-	maxBytes := l.t.WindowBytes - f.bytes
-	maxRecs := l.t.WindowRecords - f.inflight
+	// A quarter of the window per APPEND keeps several in flight, so the
+	// mirror's ACK of one overlaps the sending of the next (pipelining).
+	maxBytes := min(l.t.WindowBytes-f.bytes, max(l.t.WindowBytes/4, 1))
+	maxRecs := min(l.t.WindowRecords-f.inflight, max(l.t.WindowRecords/4, 1))
 	var recs []Record
 	size := 0
 	from := f.next
@@ -343,7 +345,10 @@ func (l *Leader) Tick(now time.Time) *Proposal {
 			f.out = fmt.Sprintf("lag %v over %v", lag, l.t.LagTimeout)
 		case in && f.out == "" && !f.following && f.durable < last && now.Sub(f.since) > l.t.LagTimeout:
 			f.out = "not following"
-		case !in && f.following && f.durable >= l.hw && lag < l.t.Heartbeat && f.next > last:
+		case !in && f.following && f.out == "" && lag < l.t.Heartbeat && f.next > last:
+			// Everything sent and nothing unacknowledged for a heartbeat: at
+			// most a round trip behind. (Requiring durable ≥ HW would flap
+			// under load: the HW moves on before each ACK arrives.)
 			if f.caughtUp.IsZero() {
 				f.caughtUp = now
 			}

@@ -106,10 +106,19 @@ func (m *Mirror) OnStart(msg Msg) []Msg {
 		// leader's (same epoch), so there is nothing to truncate.
 		return []Msg{m.ack()}
 	}
+	if msg.TruncateTo > m.log.LastOffset() {
+		// The answer to an older FOLLOW, sent before this log lost records
+		// (a power cut): it would leave a hole. Follow again.
+		m.lastFollow = time.Time{}
+		return nil
+	}
 	if err := m.log.TruncateAfter(msg.TruncateTo); err != nil {
 		return m.reject(msg.From, RejectDiskFull)
 	}
-	m.following, m.startAt = true, msg.StartAt
+	m.following, m.startAt = true, msg.TruncateTo+1
+	if msg.TruncateTo == 0 {
+		m.startAt = max(msg.StartAt, 1) // the leader reclaimed its prefix: start where its log starts
+	}
 	m.hw = max(m.hw, msg.HW)
 	return []Msg{m.ack()}
 }
