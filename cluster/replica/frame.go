@@ -32,7 +32,7 @@ func appendFrame(dst []byte, m *Msg) []byte {
 	start := len(dst)
 	e := encoder{b: append(dst, 0, 0, 0, 0, byte(m.Type))}
 	e.s([]byte(m.Queue))
-	for _, v := range []uint64{m.Epoch, m.LastEpoch, m.LEO, m.TruncateTo, m.StartAt, m.HW, m.PrevOffset, m.Written, m.Durable, uint64(m.Reason)} {
+	for _, v := range []uint64{m.Epoch, m.LastEpoch, m.LEO, m.TruncateTo, m.StartAt, m.HW, m.PrevOffset, m.Compact, m.Written, m.Durable, uint64(m.Reason)} {
 		e.u(v)
 	}
 	e.s([]byte(m.StorageID))
@@ -83,7 +83,7 @@ func decodeMsg(typ byte, p []byte) (Msg, error) {
 	d := decoder{b: p}
 	m := Msg{Type: MsgType(typ)}
 	m.Queue = string(d.s())
-	for _, v := range []*uint64{&m.Epoch, &m.LastEpoch, &m.LEO, &m.TruncateTo, &m.StartAt, &m.HW, &m.PrevOffset, &m.Written, &m.Durable} {
+	for _, v := range []*uint64{&m.Epoch, &m.LastEpoch, &m.LEO, &m.TruncateTo, &m.StartAt, &m.HW, &m.PrevOffset, &m.Compact, &m.Written, &m.Durable} {
 		*v = d.u()
 	}
 	m.Reason = RejectReason(d.u())

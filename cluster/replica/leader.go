@@ -39,6 +39,7 @@ type Leader struct {
 	adding   map[string]bool // proposed additions, counted at once (maximal ISR)
 	proposal *Proposal       // outstanding, nil when none
 	fenced   bool            // a mirror knows a newer epoch: this leader is deposed
+	compact  uint64          // the owner settled everything below it; passed on to mirrors
 	lastSend time.Time       // for heartbeats
 }
 
@@ -111,6 +112,10 @@ func (l *Leader) HW() uint64 { return l.hw }
 
 // Fenced reports whether a mirror told this leader of a newer epoch.
 func (l *Leader) Fenced() bool { return l.fenced }
+
+// SetCompact records that the owner settled everything below off; APPENDs
+// and HEARTBEATs pass it on so mirrors reclaim the same prefix.
+func (l *Leader) SetCompact(off uint64) { l.compact = max(l.compact, off) }
 
 // Append adds owner records and returns the last offset.
 func (l *Leader) Append(data ...[]byte) (uint64, error) {
@@ -284,7 +289,7 @@ func (l *Leader) Pump(now time.Time) []Msg {
 		l.lastSend = now
 		for _, n := range l.p.Replicas {
 			if f := l.mirrors[n]; f != nil && f.following {
-				out = append(out, Msg{Type: MsgHeartbeat, From: l.self, To: n, Epoch: l.p.Epoch, HW: l.hw})
+				out = append(out, Msg{Type: MsgHeartbeat, From: l.self, To: n, Epoch: l.p.Epoch, HW: l.hw, Compact: l.compact})
 			}
 		}
 	}
@@ -313,7 +318,7 @@ func (l *Leader) appendFor(node string, f *follower, now time.Time) (Msg, bool) 
 	f.inflight += len(recs)
 	f.bytes += size
 	f.next = lastRec + 1
-	return Msg{Type: MsgAppend, From: l.self, To: node, Epoch: l.p.Epoch, PrevOffset: from - 1, HW: l.hw, Records: recs}, true
+	return Msg{Type: MsgAppend, From: l.self, To: node, Epoch: l.p.Epoch, PrevOffset: from - 1, HW: l.hw, Compact: l.compact, Records: recs}, true
 }
 
 // Tick checks lags and catch-ups and returns an in-sync set change to

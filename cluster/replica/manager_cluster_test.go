@@ -222,3 +222,15 @@ func TestReplicaClusterPartitionedLeaderTruncatedOnHeal(t *testing.T) {
 	}
 	q.checkOK(t)
 }
+
+// Compact on the leader reclaims the settled prefix on every replica.
+func TestReplicaClusterCompactReachesMirrors(t *testing.T) {
+	c := newTCluster(t, 3)
+	q := openQ3(t, c)
+	last := q.appendN(t, "n1", 100, "a")
+	waitFor(t, "commit", 10*time.Second, func() bool { return q.hs["n3"].hw() == last })
+	q.rs["n1"].Compact(60)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		waitFor(t, n+" compacted", 10*time.Second, func() bool { return q.logs[n].FirstOffset() == 60 })
+	}
+}

@@ -20,7 +20,11 @@ type Mirror struct {
 	lastFollow time.Time
 	acked      Msg // last ACK sent (Written, Durable)
 	failed     RejectReason
+	compact    uint64 // the leader's owner settled everything below it
 }
+
+// CompactTo is the offset below which the leader said records are settled.
+func (m *Mirror) CompactTo() uint64 { return m.compact }
 
 // NewMirror starts following p.Leader; the first Tick sends FOLLOW.
 func NewMirror(self string, p Placement, log Log, t Timing) *Mirror {
@@ -137,6 +141,7 @@ func (m *Mirror) OnAppend(msg Msg) []Msg {
 	for len(recs) > 0 && recs[0].Offset <= last {
 		recs = recs[1:] // already held (a duplicate or resent batch)
 	}
+	m.compact = max(m.compact, msg.Compact)
 	if len(recs) == 0 {
 		m.hw = max(m.hw, msg.HW)
 		return []Msg{m.ack()} // the leader resent: it may have lost the ACK
@@ -161,6 +166,7 @@ func (m *Mirror) OnHeartbeat(msg Msg) []Msg {
 	}
 	if m.following {
 		m.hw = max(m.hw, msg.HW)
+		m.compact = max(m.compact, msg.Compact)
 	}
 	return nil
 }

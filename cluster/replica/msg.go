@@ -66,6 +66,7 @@ type Msg struct {
 	HW         uint64 // START, APPEND, HEARTBEAT
 
 	PrevOffset uint64   // APPEND
+	Compact    uint64   // APPEND, HEARTBEAT: the owner settled everything below it
 	Records    []Record // APPEND
 
 	Written, Durable uint64 // ACK; Written also in REJECT

@@ -217,6 +217,7 @@ func (r *replica) step(now time.Time) error {
 		}
 	}
 	if r.leader != nil {
+		r.leader.SetCompact(compact)
 		out = append(out, r.leader.Pump(now)...)
 	}
 	r.send(out)
@@ -355,6 +356,7 @@ func (r *replica) finish(now time.Time, compact uint64) error {
 	case r.mirror != nil:
 		hw = r.mirror.Committed()
 		st.Epoch = r.mirror.Placement().Epoch
+		compact = max(compact, r.mirror.CompactTo())
 	}
 	if hw > r.reported {
 		r.reported = hw
