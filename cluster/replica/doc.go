@@ -7,6 +7,95 @@
 //
 // api.go is the contract the queue types build on (Log, Placement,
 // Controller, Handler, Manager, Replica). The design it follows is
-// ../shared/reference/cluster-design.md §6.2; the invariants the
-// implementation keeps are listed here as they are built and tested.
+// ../shared/reference/cluster-design.md §6.2.
+//
+// # What is built
+//
+//   - Logs: MemLog (memory; PowerCut drops what was not synced, Wipe gives a
+//     new StorageID) and FileLog (msgstore's segment log; Kind in Flags,
+//     epoch in Properties; the epoch history in its own fsynced file,
+//     written before a new epoch's first record; storage.id per directory).
+//   - The protocol as two deterministic state machines, Leader and Mirror
+//     (no goroutines, no sockets, time passed in), and the controller's pure
+//     helpers ElectLeader and CheckAlterISR.
+//   - The Manager: one connection per node pair (the node whose name sorts
+//     first dials, with back-off; the other serves it via ServeConn),
+//     multiplexed by queue, length-prefixed binary frames (frame.go), one
+//     writer goroutine per connection; one goroutine per replica running its
+//     state machine, with one Sync per step while the writers send (group
+//     commit) and Handler.Committed in order. A single-replica placement
+//     needs no connection: commit = local durable (+ lease, MinISR).
+//
+// # Messages
+//
+// FOLLOW{epoch, lastEpoch, LEO, storageID, history} → START{epoch,
+// truncateTo, startAt, HW}; APPEND{epoch, prevOffset, HW, compact, records};
+// ACK{epoch, written, durable} (cumulative, after each group commit);
+// REJECT{staleEpoch|gap|diskFull|storageMismatch, LEO}; HEARTBEAT{epoch, HW,
+// compact}, and a ping per idle node pair.
+//
+// # Invariants (checked by the property tests, sim_*_test.go)
+//
+//  1. Every committed offset (any leader's HW at any time) is in the log of
+//     every leader of a later epoch, with the same record.
+//  2. The in-sync set only shrinks through a committed controller change:
+//     whenever a leader's HW reaches h, its epoch is the controller's and
+//     every member of the controller's committed in-sync set has h durable.
+//     A leader keeps requiring a mirror it wants out until the placement
+//     without it arrives, and counts a proposed addition at once (maximal
+//     ISR) until a placement decides it.
+//  3. A mirror never reports Committed above its own durable offset.
+//  4. Every member of the committed in-sync set holds every committed
+//     offset, with the committed record; so all of them agree on every
+//     offset up to the highest committed one.
+//
+// What makes them hold:
+//
+//   - Commit rule: every member of the maximal ISR durable ≥ o (acknowledged
+//     in this epoch, after START), |ISR| ≥ MinISR, lease valid at that time.
+//   - Fencing: a mirror refuses messages of an epoch below its own
+//     (REJECT staleEpoch, which fences the sender) and ignores newer ones
+//     until their placement arrives.
+//   - Truncation: FOLLOW carries the mirror's whole epoch history; the
+//     leader answers with the last offset where both histories agree (one
+//     round, and divergence in an older epoch is found too, the KIP-279
+//     problem). A START answering an older FOLLOW (the mirror lost records
+//     since) is ignored. An empty mirror starts only where START said.
+//   - Epochs: a leader syncs its KindEpochStart before anything of the
+//     epoch leaves the node, and refuses an epoch its log already has after
+//     a restart (ErrRestartedLeader): with a power cut it could otherwise
+//     write different records at offsets its mirrors hold, in the same
+//     epoch. The controller must then elect again (ElectLeader re-elects the
+//     same node in a new epoch when it is the only candidate), as Kafka's
+//     controller does on a broker's new epoch (KIP-380).
+//   - Elections only among live in-sync members (never unclean).
+//
+// The simulator drives 3–5 replicas through thousands of seeded schedules:
+// appends, syncs, ticks, delivery in order per pair or (chaos mode) in any
+// order with drops and duplicates, connection cuts, crashes with and
+// without power cut, restarts, controller CAS, elections and lease loss,
+// then heals and requires progress. Breaking a rule on purpose makes it
+// fail: counting a mirror's written instead of durable, electing outside
+// the in-sync set, reporting a mirror's HW uncapped, dropping a proposed
+// addition before its placement, truncating by the last epoch only,
+// committing without a lease, or leading an epoch again after a restart.
+//
+// # Caveats
+//
+//   - Catch-up runs on the live path: a far-behind mirror is fed from the
+//     leader's log by the replica goroutine within the window (1,024 records,
+//     8 MiB, a quarter per APPEND). There is no separate catch-up connection,
+//     state transfer (settled ranges) or per-node catch-up budget yet.
+//   - Heartbeats carry one queue's HW each (coalesced into the pair's
+//     writes, but not one frame per pair as the design has).
+//   - The leader learns storage IDs from FOLLOWs; a changed one takes the
+//     mirror out, but the Placement does not record them, so a wiped mirror
+//     that restarts before the leader heard from it is only caught by its
+//     empty log (it catches up from zero and is never elected before it
+//     acknowledged what was committed).
+//   - FileLog.Sync always fsyncs (msgstore's Sync), whatever the flush
+//     policy; FileLog.DropBefore reclaims whole segments only.
+//   - A leader whose own fsync or send backlog is old does not resign yet;
+//     disk-full on a leader fails the replica (FailureHandler) rather than
+//     handing leadership over.
 package replica
