@@ -169,6 +169,11 @@ type Status struct {
 	HW            uint64
 	// Mirrors is, on the leader, each mirror's acknowledged offsets.
 	Mirrors map[string]MirrorStatus
+	// Blocked says why the replica neither leads nor follows, nil when it
+	// does: ErrRestartedLeader (the controller must elect again), ErrFenced
+	// (deposed, waiting for its new placement) or the log error that
+	// stopped it.
+	Blocked error
 }
 
 // MirrorStatus is what the leader knows of one mirror.

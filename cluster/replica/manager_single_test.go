@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -233,5 +234,33 @@ func TestReplicaManagerRejects(t *testing.T) {
 	}
 	if _, err := m.Open("q", single("n1"), NewMemLog(), &recHandler{}); err == nil {
 		t.Fatal("second open of one queue accepted")
+	}
+}
+
+// A three-replica leader reopened in the epoch it already wrote in (a
+// restart) refuses to lead it and says so in Status; a new epoch unblocks it.
+func TestReplicaRestartedLeaderNeedsNewEpoch(t *testing.T) {
+	c := newTCluster(t, 3)
+	p := Placement{Replicas: []string{"n1", "n2", "n3"}, Leader: "n1", Epoch: 1, ISR: []string{"n1", "n2", "n3"}, MinISR: 2, Version: 1}
+	c.ctl.placements["q"] = p
+	log := NewMemLog()
+	r := c.ctl.open("n1", "q", log, &recHandler{})
+	r.Close()
+	c.ctl.forget("n1", "q")
+	r = c.ctl.open("n1", "q", log, &recHandler{})
+	if _, err := r.Append([]byte("x")); err != ErrNotLeader {
+		t.Fatalf("append on a restarted leader: %v", err)
+	}
+	if st := r.Status(); !errors.Is(st.Blocked, ErrRestartedLeader) {
+		t.Fatalf("status %+v", st)
+	}
+	np, ok := ElectLeader(p, func(n string) bool { return n == "n1" }, nil)
+	if !ok || np.Leader != "n1" || np.Epoch != 2 {
+		t.Fatalf("re-election of the only live member: %+v %v", np, ok)
+	}
+	r.SetPlacement(np)
+	waitFor(t, "leading the new epoch", 5*time.Second, func() bool { _, err := r.Append([]byte("y")); return err == nil })
+	if st := r.Status(); st.Blocked != nil || st.Epoch != 2 {
+		t.Fatalf("status %+v", st)
 	}
 }

@@ -50,6 +50,7 @@ type replica struct {
 	compact   uint64
 	closed    bool
 	failErr   error
+	blocked   error
 	st        Status
 
 	kick chan struct{}
@@ -135,6 +136,10 @@ func (r *replica) Status() Status {
 	defer r.mu.Unlock()
 	st := r.st
 	st.Mirrors = cloneMirrors(r.st.Mirrors)
+	st.Blocked = r.blocked
+	if r.failErr != nil {
+		st.Blocked = r.failErr
+	}
 	return st
 }
 
@@ -207,6 +212,14 @@ func (r *replica) step(now time.Time) error {
 	for _, e := range evs {
 		out = append(out, r.handle(e, now)...)
 	}
+	if r.leader != nil && r.leader.Fenced() {
+		// A mirror knows a newer epoch: this leadership is over. What was
+		// appended and not committed never will be; the new placement that
+		// makes this node follow is on its way through the controller.
+		r.setLeading(false, 0)
+		r.setBlocked(ErrFenced)
+		data = nil
+	}
 	if r.leader != nil && len(data) > 0 {
 		last, err := r.leader.Append(data...)
 		if err != nil {
@@ -262,9 +275,11 @@ func (r *replica) apply(p Placement, now time.Time) []Msg {
 	if p.Leader != r.m.cfg.Node {
 		r.mirror = NewMirror(r.m.cfg.Node, p, r.log, r.m.cfg.timing())
 		r.setLeading(false, 0)
+		r.setBlocked(nil)
 		return nil
 	}
 	l, err := NewLeader(r.m.cfg.Node, p, r.log, r.m.cfg.timing(), now)
+	r.setBlocked(err)
 	if err != nil {
 		// ErrRestartedLeader or ErrFenced: wait for the controller's next
 		// placement; a log error stops the replica.
@@ -277,6 +292,13 @@ func (r *replica) apply(p Placement, now time.Time) []Msg {
 	r.leader = l
 	r.setLeading(true, r.log.LastOffset()+1)
 	return nil
+}
+
+// setBlocked records why the replica neither leads nor follows (nil: it does).
+func (r *replica) setBlocked(err error) {
+	r.mu.Lock()
+	r.blocked = err
+	r.mu.Unlock()
 }
 
 func (r *replica) setLeading(on bool, next uint64) {
