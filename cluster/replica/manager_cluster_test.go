@@ -234,3 +234,23 @@ func TestReplicaClusterCompactReachesMirrors(t *testing.T) {
 		waitFor(t, n+" compacted", 10*time.Second, func() bool { return q.logs[n].FirstOffset() == 60 })
 	}
 }
+
+// A mirror whose disk is full rejects what it cannot write; the leader has
+// it taken out of the in-sync set at once and commits go on without it.
+func TestReplicaClusterMirrorDiskFull(t *testing.T) {
+	c := newTCluster(t, 3)
+	q := openQ3(t, c)
+	first := q.appendN(t, "n1", 10, "a")
+	waitFor(t, "commit", 10*time.Second, func() bool { return q.hs["n3"].hw() == first })
+	q.logs["n3"].FailAppends(fmt.Errorf("no space left on device"))
+	start := time.Now()
+	last := q.appendN(t, "n1", 10, "b")
+	waitFor(t, "commit without n3", 10*time.Second, func() bool { return q.hs["n1"].hw() == last })
+	if took := time.Since(start); took >= 400*time.Millisecond {
+		t.Fatalf("took %v, the lag timeout: the REJECT did not shrink at once", took)
+	}
+	if slices.Contains(c.ctl.placement("q").ISR, "n3") {
+		t.Fatal("n3 still in sync")
+	}
+	q.checkOK(t)
+}
