@@ -86,8 +86,11 @@
 //     leader's log by the replica goroutine within the window (1,024 records,
 //     8 MiB, a quarter per APPEND). There is no separate catch-up connection,
 //     state transfer (settled ranges) or per-node catch-up budget yet.
-//   - Heartbeats carry one queue's HW each (coalesced into the pair's
-//     writes, but not one frame per pair as the design has).
+//   - A queue's HEARTBEAT is sent only when its HW or compaction point moved
+//     and no APPEND carried it (an idle queue sends nothing; the node pair's
+//     ping is the liveness signal). The design's one frame listing every
+//     queue's HW per pair is not built: busy queues send one small frame each,
+//     coalesced into the pair's writes.
 //   - The leader learns storage IDs from FOLLOWs; a changed one takes the
 //     mirror out, but the Placement does not record them, so a wiped mirror
 //     that restarts before the leader heard from it is only caught by its

@@ -40,7 +40,6 @@ type Leader struct {
 	proposal *Proposal       // outstanding, nil when none
 	fenced   bool            // a mirror knows a newer epoch: this leader is deposed
 	compact  uint64          // the owner settled everything below it; passed on to mirrors
-	lastSend time.Time       // for heartbeats
 }
 
 // follower is what the leader knows of one mirror.
@@ -55,7 +54,9 @@ type follower struct {
 	bytes     int
 	caughtUp  time.Time // since when the mirror keeps up; zero when it does not
 	since     time.Time // when it stopped following (or the leadership began)
-	out       string    // why the leader wants it out of the in-sync set, "" when not
+	toldHW    uint64    // HW and compact point last sent to it
+	toldComp  uint64
+	out       string // why the leader wants it out of the in-sync set, "" when not
 }
 
 type sentMark struct {
@@ -71,7 +72,7 @@ func NewLeader(self string, p Placement, log Log, t Timing, now time.Time) (*Lea
 	if p.Leader != self {
 		return nil, fmt.Errorf("replica: %s is not the leader of placement %+v", self, p)
 	}
-	l := &Leader{self: self, t: t, p: p, log: log, mirrors: map[string]*follower{}, adding: map[string]bool{}, lastSend: now}
+	l := &Leader{self: self, t: t, p: p, log: log, mirrors: map[string]*follower{}, adding: map[string]bool{}}
 	h := log.Epochs()
 	if len(h) > 0 && h[len(h)-1].Epoch > p.Epoch {
 		return nil, fmt.Errorf("%w: log has epoch %d, placement %d", ErrFenced, h[len(h)-1].Epoch, p.Epoch)
@@ -197,6 +198,7 @@ func (l *Leader) OnFollow(m Msg) []Msg {
 	// hold records it never fsynced.
 	f.following, f.next, f.written, f.durable = true, start, trunc, 0
 	f.sent, f.inflight, f.bytes = nil, 0, 0
+	f.toldHW = l.hw
 	return []Msg{{Type: MsgStart, From: l.self, To: m.From, Epoch: l.p.Epoch, TruncateTo: trunc, StartAt: start, HW: l.hw}}
 }
 
@@ -285,12 +287,14 @@ func (l *Leader) Pump(now time.Time) []Msg {
 			out = append(out, m)
 		}
 	}
-	if now.Sub(l.lastSend) >= l.t.Heartbeat {
-		l.lastSend = now
-		for _, n := range l.p.Replicas {
-			if f := l.mirrors[n]; f != nil && f.following {
-				out = append(out, Msg{Type: MsgHeartbeat, From: l.self, To: n, Epoch: l.p.Epoch, HW: l.hw, Compact: l.compact})
-			}
+	// A HEARTBEAT only carries news (a new HW or compaction point) to a
+	// mirror no APPEND told: an idle queue sends nothing, and the node
+	// pair's ping alone keeps the connection known to be alive.
+	for _, n := range l.p.Replicas {
+		f := l.mirrors[n]
+		if f != nil && f.following && (f.toldHW < l.hw || f.toldComp < l.compact) {
+			f.toldHW, f.toldComp = l.hw, l.compact
+			out = append(out, Msg{Type: MsgHeartbeat, From: l.self, To: n, Epoch: l.p.Epoch, HW: l.hw, Compact: l.compact})
 		}
 	}
 	return out
@@ -318,6 +322,7 @@ func (l *Leader) appendFor(node string, f *follower, now time.Time) (Msg, bool) 
 	f.inflight += len(recs)
 	f.bytes += size
 	f.next = lastRec + 1
+	f.toldHW, f.toldComp = l.hw, l.compact
 	return Msg{Type: MsgAppend, From: l.self, To: node, Epoch: l.p.Epoch, PrevOffset: from - 1, HW: l.hw, Compact: l.compact, Records: recs}, true
 }
 
