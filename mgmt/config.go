@@ -58,6 +58,11 @@ type Config struct {
 	// list is empty.
 	Shovels Shovels
 
+	// Federation, when set, is the federation runner whose links
+	// /api/federation-links shows (cmd/warren sets the federation
+	// package's Manager). Unset, the list is empty.
+	Federation Federation
+
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
 	// HTTP server's timeouts. ReadTimeout bounds a whole request, body
 	// included, so a client announcing a body it never sends is cut off;

@@ -182,8 +182,7 @@ func (a *API) putClusterName(rq *request) error {
 	return nil
 }
 
-// getExtensions answers an empty list: no UI extensions (and, reused, no
-// federation links).
+// getExtensions answers an empty list: no UI extensions.
 func (a *API) getExtensions(rq *request) error {
 	writeJSON(rq.w, http.StatusOK, []any{})
 	return nil
@@ -245,7 +244,7 @@ func (a *API) nodeJSON() map[string]any {
 		"mem_used": n.MemoryUsed, "mem_limit": n.MemoryLimit, "mem_alarm": n.MemoryAlarm,
 		"mem_calculation_strategy": "rss",
 		"disk_free":                diskFree, "disk_free_limit": n.DiskFreeLimit, "disk_free_alarm": n.DiskAlarm,
-		"partitions": []any{}, "rates_mode": "basic", "enabled_plugins": []string{"rabbitmq_management"},
+		"partitions": []any{}, "rates_mode": "basic", "enabled_plugins": a.enabledPlugins(),
 		"exchange_types": exchangeTypes, "auth_mechanisms": a.authMechanisms(), "applications": []any{},
 		"contexts": a.contexts(false), "db_dir": n.DataDir, "config_files": []any{}, "log_files": []any{},
 		"cluster_links": []any{}, "net_ticktime": 60,

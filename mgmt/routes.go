@@ -15,6 +15,7 @@ func (a *API) buildRoutes() []*route {
 	a.topologyRoutes(&t)
 	a.paramRoutes(&t)
 	a.shovelRoutes(&t)
+	a.federationRoutes(&t)
 	return t.routes
 }
 
@@ -42,9 +43,6 @@ func (a *API) nodeRoutes(t *routeTable) {
 	t.handle(get, "nodes/{node}/memory/relative", authMonitor, a.getNodeMemory(true))
 	t.handle(get, "extensions", authMgmt, a.getExtensions)
 	t.handle(get, "feature-flags", authAdmin, a.getFeatureFlags)
-	// Warren has no federation links yet; the list exists, empty, for
-	// clients that enumerate it.
-	t.handle(get, "federation-links", authMonitor, a.getExtensions)
 
 	// Health checks. The four Kubernetes probes need no credentials.
 	t.handle(get, "health/checks/is-in-service", authNone, a.healthInService)

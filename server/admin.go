@@ -31,6 +31,7 @@ type adminState struct {
 	params             map[paramKey]any
 	globals            map[string]any
 	paramObservers     []func(component string) // OnParameterChange
+	defObservers       []func()                 // OnDefinitionChange
 
 	chmu     sync.Mutex // leaf: guards channels and retired
 	channels map[*channel]struct{}

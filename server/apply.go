@@ -198,6 +198,7 @@ func (s *Server) applyLocked(index uint64, cmds []Command) ([]any, []error, erro
 	for _, i := range pend {
 		vals[i], errs[i] = preps[i].run()
 	}
+	s.notifyDefinitions()
 	return vals, errs, nil
 }
 

@@ -23,8 +23,11 @@ func newInternalAccount() (*account, string) {
 		panic(fmt.Sprintf("server: crypto/rand failed: %v", err)) // the OS source never fails on Linux
 	}
 	password := hex.EncodeToString(raw[:])
+	// impersonator: a federation link with trust-user-id republishes the
+	// user-id the upstream validated, which RabbitMQ's direct connection
+	// accepts as it is.
 	return &account{name: InternalUser, passwordHash: HashPassword(password), loopbackOnly: true,
-		perms: make(map[string]*compiledPermission)}, password
+		tags: []string{"impersonator"}, perms: make(map[string]*compiledPermission)}, password
 }
 
 // fullAccess is the internal user's permission on every vhost.

@@ -73,9 +73,11 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		return 1
 	}
 	shovels := startShovels(srv, cfg.Logger)
-	stopHTTP, err := startHTTP(srv, cfg, v, shovels)
+	fed := startFederation(srv, cfg.Logger)
+	stopHTTP, err := startHTTP(srv, cfg, v, shovels, fed)
 	if err != nil {
 		fmt.Fprintf(stderr, "warren: %v\n", err)
+		fed.Close()
 		shovels.Close()
 		srv.Close()
 		return 1
@@ -83,6 +85,7 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	sig := <-sigs
 	cfg.Logger.Info("shutting down", "signal", sig.String())
 	stopHTTP()
+	fed.Close()
 	shovels.Close()
 	if err := srv.Close(); err != nil {
 		cfg.Logger.Warn("closing listener", "err", err)
@@ -107,7 +110,7 @@ func listenKeyError(err error) error {
 // startHTTP starts the management API with the web UI and the Prometheus
 // exporter, each unless its listen address is empty, and returns a function
 // that stops them.
-func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper, shovels mgmt.Shovels) (func(), error) {
+func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper, shovels mgmt.Shovels, fed mgmt.Federation) (func(), error) {
 	var stops []func() error
 	stop := func() {
 		for _, f := range stops {
@@ -126,7 +129,7 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper, shovels mg
 	if addr := v.GetString("mgmt-listen"); addr != "" {
 		mc := mgmt.DefaultConfig()
 		mc.Listen, mc.Server, mc.Logger, mc.UI = addr, srv, cfg.Logger, ui.Handler()
-		mc.Shovels = shovels
+		mc.Shovels, mc.Federation = shovels, fed
 		mc.ReadTimeout, mc.WriteTimeout = v.GetDuration("mgmt-read-timeout"), v.GetDuration("mgmt-write-timeout")
 		mc.MaxConnections = v.GetInt("mgmt-max-connections")
 		tc, err := httpTLS(srv, v.GetBool("mgmt-tls"), "mgmt-tls")

@@ -34,6 +34,7 @@ const (
 //
 //	cmd → mgmt → server → cluster, queueindex → msgstore
 //	cmd → shovel → amqp091-go
+//	cmd → federation → amqp091-go
 //
 // with amqp importable by all and importing only the standard library.
 // cluster (Raft, membership) sits below server and imports no broker
@@ -55,11 +56,14 @@ var allowed = map[string]rule{
 	"mgmt":            {module: []string{"server", "amqp", "msgstore", "queueindex", "mgmt/ui", "mgmt/metrics"}, thirdParty: []string{netutil}},
 	"mgmt/ui":         {},
 	"mgmt/metrics":    {module: []string{"server", "amqp"}, thirdParty: []string{prometheus, netutil}},
-	"cmd/warren":      {module: []string{"server", "mgmt", "mgmt/ui", "mgmt/metrics", "cluster", "amqp", "msgstore", "shovel"}, thirdParty: []string{pflag, viper}},
+	"cmd/warren":      {module: []string{"server", "mgmt", "mgmt/ui", "mgmt/metrics", "cluster", "amqp", "msgstore", "shovel", "federation"}, thirdParty: []string{pflag, viper}},
 	// The shovel runner is a client of brokers, this one included, and
 	// knows the broker only through what cmd/warren gives its Config; the
 	// server must not import it.
-	"shovel":          {thirdParty: []string{amqp091}},
+	"shovel": {thirdParty: []string{amqp091}},
+	// The federation runner likewise: a client of its upstreams and of
+	// this broker, wired by cmd/warren.
+	"federation":      {thirdParty: []string{amqp091}},
 	"cmd/warrenctl":   {},
 	"cmd/warren-perf": {thirdParty: []string{amqp091}},
 	"cmd/amqpgen":     {},
