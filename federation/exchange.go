@@ -159,9 +159,16 @@ func (s *xsession) declareInternal() error {
 	purpose := amqp.Table{"x-internal-purpose": "federation"}
 	xfu := amqp.Table{"x-max-hops": int64(u.maxHops), "x-downstream-name": s.l.m.clusterName(),
 		"x-downstream-vhost": t.Vhost, "x-internal-purpose": "federation"}
-	err := disposable(s.c.up, func(ch *amqp.Channel) error {
+	// On a connection of its own: an unknown exchange type is a
+	// connection error (disposable_connection_call).
+	conn, err := s.l.dial(s.c.uri, s.upVhost, nil, "Federation link (upstream: "+u.name+", policy: "+t.Name+")")
+	if err != nil {
+		return err
+	}
+	err = disposable(conn, func(ch *amqp.Channel) error {
 		return ch.ExchangeDeclare(s.internalX, "x-federation-upstream", true, true, true, false, xfu)
 	})
+	_ = conn.Close() // refused or done: nothing more to say on it
 	if replyCode(err) == amqp.CommandInvalid {
 		return s.cmdCh.ExchangeDeclare(s.internalX, "fanout", true, true, true, false, purpose)
 	}
