@@ -276,7 +276,7 @@ func (s *xsession) move() error {
 			if err := mv.settle(c); err != nil {
 				return err
 			}
-		case dl, ok := <-s.deliveries:
+		case dl, ok := <-mv.intake(s.deliveries):
 			if !ok {
 				return sideError("upstream consumer", nil)
 			}

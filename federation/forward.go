@@ -69,6 +69,22 @@ func (mv *mover) forward(dl amqp.Delivery, exchange, key string, headers amqp.Ta
 	return nil
 }
 
+// full reports whether the downstream owes as many confirms as the
+// confirm channel holds: the link then takes no delivery until some come
+// in, so amqp091-go never blocks handing one over (an upstream sending
+// past the prefetch would otherwise wedge both connections).
+func (mv *mover) full() bool {
+	return mv.confirms != nil && len(mv.pending) >= cap(mv.confirms)-1
+}
+
+// intake is deliveries, or nil (never ready) while the mover is full.
+func (mv *mover) intake(deliveries <-chan amqp.Delivery) <-chan amqp.Delivery {
+	if mv.full() {
+		return nil
+	}
+	return deliveries
+}
+
 // drop settles a delivery not forwarded (max-hops or a loop).
 func (mv *mover) drop(dl amqp.Delivery) error {
 	if mv.ackMode == "no-ack" {

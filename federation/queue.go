@@ -89,7 +89,7 @@ func (s *qsession) move() error {
 			if err := mv.settle(c); err != nil {
 				return err
 			}
-		case dl, ok := <-s.deliveries:
+		case dl, ok := <-mv.intake(s.deliveries):
 			if !ok {
 				if !s.cancelling {
 					// The upstream cancelled the consumer (its queue
