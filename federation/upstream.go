@@ -31,7 +31,6 @@ type upstream struct {
 	messageTTL     int64 // x-message-ttl of the upstream queue, ms; <0 = none
 	consumerTag    string
 	queueType      string // x-queue-type of the upstream queue; "" = the upstream's default
-	cleanup        string // resource-cleanup-mode: default, never
 }
 
 const (
@@ -78,14 +77,11 @@ func (u *upstream) overlay(m map[string]any) {
 	if s, ok := m["queue-type"].(string); ok {
 		u.queueType = s
 	}
-	if s, ok := m["resource-cleanup-mode"].(string); ok {
-		u.cleanup = s
-	}
 }
 
 func newUpstream(name string, v any) upstream {
 	u := upstream{name: name, prefetch: defaultPrefetch, reconnectDelay: defaultReconnectDelay,
-		ackMode: "on-confirm", maxHops: 1, messageTTL: -1, consumerTag: "federation-link-" + name, cleanup: "default"}
+		ackMode: "on-confirm", maxHops: 1, messageTTL: -1, consumerTag: "federation-link-" + name}
 	m, _ := v.(map[string]any)
 	u.overlay(m)
 	return u

@@ -32,7 +32,9 @@
 // (paramcheck.go, paramcomponents.go; values printed as Erlang's ~p prints
 // them, erlterm.go and erlpretty.go). The shovel package runs the shovels
 // (OnParameterChange tells it of changes; InternalCredential is its login
-// for direct URIs); federation is kept but not run yet.
+// for direct URIs); the federation package runs the federation links
+// (OnParameterChange and OnDefinitionChange tell it of upstream, policy,
+// exchange, queue and binding changes).
 //
 // Invariants:
 //   - A queue's messages reach the wire in queue order, and a channel's delivery

@@ -11,7 +11,7 @@ import (
 // (rabbit_parameter_validation and each component's validate/5), so a
 // definition RabbitMQ refuses is refused here with the same text, and a
 // definitions file moved to RabbitMQ loads there. The shovel package runs
-// the shovel parameters; federation is not run yet.
+// the shovel parameters, the federation package the federation upstreams.
 
 // ParameterError is a runtime parameter, global parameter or limit refused
 // by validation. Reason is RabbitMQ's text: "Validation failed\n\n" and one
