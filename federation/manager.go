@@ -162,6 +162,16 @@ func (m *Manager) reconcileLoop() {
 		case <-backstop.C:
 		}
 		m.reconcile()
+		// A reconcile scans every exchange and queue: under a storm of
+		// declares (reply queues) the kicks coalesce into at most one scan
+		// per half poll interval instead of one after another.
+		rest := time.NewTimer(m.cfg.PollInterval / 2)
+		select {
+		case <-m.stop:
+			rest.Stop()
+			return
+		case <-rest.C:
+		}
 	}
 }
 

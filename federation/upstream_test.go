@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 func params(t *testing.T, raw string) []Param {
@@ -59,6 +61,27 @@ func TestUpstreamQueueName(t *testing.T) {
 	} {
 		if got := upstreamQueueName(c.upX, c.upVh, c.downX, c.downVh, "c"); got != c.want {
 			t.Errorf("%+v: %q", c, got)
+		}
+	}
+}
+
+// The link drops what an upstream without x-federation-upstream routes to
+// it anyway: past max-hops or been here already.
+func TestShouldForward(t *testing.T) {
+	hop := func(cluster, vhost string) amqp.Table { return amqp.Table{"cluster-name": cluster, "vhost": vhost} }
+	for _, c := range []struct {
+		h    amqp.Table
+		max  int
+		want bool
+	}{
+		{nil, 1, true},
+		{amqp.Table{"x-received-from": []any{hop("a", "/")}}, 1, false},
+		{amqp.Table{"x-received-from": []any{hop("a", "/")}}, 2, true},
+		{amqp.Table{"x-received-from": []any{hop("me", "/")}}, 5, false},
+		{amqp.Table{"x-received-from": "not an array"}, 1, true},
+	} {
+		if got := shouldForward(c.h, c.max, "me", "/"); got != c.want {
+			t.Errorf("%v max-hops %d: %v", c.h, c.max, got)
 		}
 	}
 }

@@ -59,6 +59,14 @@ func TestFederationExchangeEndToEnd(t *testing.T) {
 	if q.Info().Arguments["x-internal-purpose"] != "federation" {
 		t.Errorf("upstream queue arguments = %v", q.Info().Arguments)
 	}
+	ix := up.srv.Vhost("/").LookupExchange("federation: fed.x -> down@localhost A")
+	if ix == nil {
+		t.Fatal("upstream internal exchange missing")
+	}
+	if info := ix.Info(); info.Type != "x-federation-upstream" || !info.Internal || info.Arguments["x-max-hops"] != int64(1) ||
+		info.Arguments["x-downstream-name"] != "down@localhost" {
+		t.Errorf("internal exchange = %+v", info)
+	}
 	fedWait(t, 10*time.Second, "a.# bound upstream", func() bool { return slices.Equal(upstreamKeys(up), []string{"a.#"}) })
 
 	uch := up.channel()

@@ -82,6 +82,8 @@ func New[D comparable](kind string, args amqp.Table, less func(a, b Binding[D]) 
 		return NewModulusHash(less), nil
 	case KindRandom, KindLocalRandom:
 		return NewRandom[D](), nil
+	case KindFederationUpstream:
+		return NewFederationUpstream[D](args)
 	}
 	return nil, fmt.Errorf("route: exchange type %q: %w", kind, ErrUnknownKind)
 }
