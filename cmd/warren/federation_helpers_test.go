@@ -22,7 +22,7 @@ import (
 // fedBroker is a Warren node with its federation runner and management
 // API, wired by startFederation as run wires them.
 type fedBroker struct {
-	t       *testing.T
+	t       testing.TB
 	name    string // the node name, and so the cluster name
 	dataDir string
 	port    int
@@ -32,7 +32,7 @@ type fedBroker struct {
 	url     string // amqp://guest:guest@127.0.0.1:port/
 }
 
-func startFedBroker(t *testing.T, name string) *fedBroker {
+func startFedBroker(t testing.TB, name string) *fedBroker {
 	t.Helper()
 	b := &fedBroker{t: t, name: name, dataDir: t.TempDir()}
 	b.start()
@@ -192,7 +192,7 @@ func (b *fedBroker) waitLink(upstream, object, status string) map[string]any {
 }
 
 // fedWait polls cond until it holds or the deadline passes.
-func fedWait(t *testing.T, within time.Duration, what string, cond func() bool) {
+func fedWait(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
@@ -204,7 +204,7 @@ func fedWait(t *testing.T, within time.Duration, what string, cond func() bool) 
 }
 
 // getAll gets every ready message of queue (no ack needed), in order.
-func getAll(t *testing.T, ch *amqp091.Channel, queue string) []amqp091.Delivery {
+func getAll(t testing.TB, ch *amqp091.Channel, queue string) []amqp091.Delivery {
 	t.Helper()
 	var out []amqp091.Delivery
 	for {
@@ -219,7 +219,7 @@ func getAll(t *testing.T, ch *amqp091.Channel, queue string) []amqp091.Delivery 
 	}
 }
 
-func ready(t *testing.T, b *fedBroker, queue string) int {
+func ready(t testing.TB, b *fedBroker, queue string) int {
 	t.Helper()
 	q := b.srv.Vhost("/").LookupQueue(queue)
 	if q == nil {
@@ -228,7 +228,7 @@ func ready(t *testing.T, b *fedBroker, queue string) int {
 	return q.Info().Ready
 }
 
-func fedMust(t *testing.T, err error) {
+func fedMust(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

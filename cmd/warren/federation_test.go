@@ -163,7 +163,7 @@ func TestFederationReconnectsAfterUpstreamRestart(t *testing.T) {
 
 // publishPersistent publishes n persistent messages prefix-0 ... to
 // exchange with key on b, each confirmed.
-func publishPersistent(t *testing.T, b *fedBroker, exchange, key, prefix string, n int) {
+func publishPersistent(t testing.TB, b *fedBroker, exchange, key, prefix string, n int) {
 	t.Helper()
 	ch := b.channel()
 	fedMust(t, ch.Confirm(false))
