@@ -36,7 +36,7 @@ func TestFederationUpstreamMatch(t *testing.T) {
 		}
 	}
 	for args, text := range map[string]amqp.Table{
-		"Argument x-max-hops missing":             {},
+		"Argument x-max-hops missing":              {},
 		"Argument x-max-hops must be of type long": {"x-max-hops": "1"},
 	} {
 		_, err := New[int](KindFederationUpstream, text, nil)
