@@ -35,14 +35,14 @@ func TestFederationUpstreamMatch(t *testing.T) {
 			t.Errorf("%s: routed to %d, want %d", c.name, n, c.want)
 		}
 	}
-	for args, text := range map[string]amqp.Table{
+	for want, args := range map[string]amqp.Table{
 		"Argument x-max-hops missing":              {},
 		"Argument x-max-hops must be of type long": {"x-max-hops": "1"},
 	} {
-		_, err := New[int](KindFederationUpstream, text, nil)
+		_, err := New[int](KindFederationUpstream, args, nil)
 		var ae *ArgsError
-		if !errors.As(err, &ae) || ae.Text != args || !errors.Is(err, ErrFederationArgs) {
-			t.Errorf("args %v: %v, want %q", text, err, args)
+		if !errors.As(err, &ae) || ae.Text != want || !errors.Is(err, ErrFederationArgs) {
+			t.Errorf("args %v: %v, want %q", args, err, want)
 		}
 	}
 }
