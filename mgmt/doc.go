@@ -29,8 +29,8 @@
 //     rows, sample history by StatsHistory/ObjectHistory samples per object.
 //
 // Caveats:
-//   - /api/users never shows password hashes (password_hash is ""); only the
-//     definitions export carries them, as the broker's policy requires.
+//   - /api/users shows password hashes, as RabbitMQ 3.10 does: its routes are
+//     for administrators, who can export the same hashes anyway.
 //   - Queue-level deliver and get are not split by acknowledgement mode (the
 //     queues count both together); message_stats of queues therefore carry
 //     deliver_get, publish, ack and redeliver only. Channel, vhost and

@@ -128,15 +128,16 @@ func (a *API) deleteVhost(rq *request) error {
 	return nil
 }
 
-// userJSON renders a user. The password hash is never shown here; the
-// definitions export is the one place that carries it.
+// userJSON renders a user with its password hash, as RabbitMQ 3.10 does:
+// every route that renders users is for administrators only, who can
+// export the same hashes with the definitions.
 func userJSON(u server.UserSummary) map[string]any {
 	tags := u.Tags
 	if tags == nil {
 		tags = []string{}
 	}
 	return map[string]any{
-		"name": u.Name, "password_hash": "", "hashing_algorithm": u.HashingAlgorithm,
+		"name": u.Name, "password_hash": u.PasswordHash, "hashing_algorithm": u.HashingAlgorithm,
 		"tags": tags, "limits": userLimitsJSON(u.Limits),
 	}
 }

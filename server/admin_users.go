@@ -63,16 +63,20 @@ func (s *Server) HasVhostAccess(user, vhost string) bool {
 	return s.users.permission(user, vhost) != nil
 }
 
-// UserSummary describes a user without its password hash.
+// UserSummary describes a user. PasswordHash is the stored hash in
+// RabbitMQ's base64 format ("" without a password): RabbitMQ 3.10 shows it
+// to administrators in /api/users, and tools (rabbit-hole, Terraform)
+// read it back; it is no more than the definitions export already carries.
 type UserSummary struct {
 	Name             string
 	Tags             []string
 	HasPassword      bool
+	PasswordHash     string
 	HashingAlgorithm string
 	Limits           map[string]int64 // user limits; nil when none
 }
 
-// Users returns every user sorted by name, without password hashes.
+// Users returns every user sorted by name.
 func (s *Server) Users() []UserSummary {
 	s.users.mu.RLock()
 	out := make([]UserSummary, 0, len(s.users.accounts))
@@ -87,11 +91,12 @@ func (s *Server) Users() []UserSummary {
 func summarize(a *account) UserSummary {
 	return UserSummary{
 		Name: a.name, Tags: slices.Clone(a.tags), HasPassword: a.passwordHash != "",
+		PasswordHash:     a.passwordHash,
 		HashingAlgorithm: HashAlgorithm(a.passwordHash), Limits: maps.Clone(a.limits),
 	}
 }
 
-// User returns one user, without its password hash.
+// User returns one user.
 func (s *Server) User(name string) (UserSummary, error) {
 	s.users.mu.RLock()
 	defer s.users.mu.RUnlock()
