@@ -227,4 +227,13 @@ func TestMgmtFeatureFlags(t *testing.T) {
 	if r := e.get("/api/feature-flags", asUser("guest", "wrong")); r.status != 401 {
 		t.Errorf("feature flags with a wrong password: %d", r.status)
 	}
+	// Enabling: an enabled flag 204 (RabbitMQ 3.10 answers so for a flag
+	// already on), an unknown one 3.10's 400, one Warren lacks 400.
+	e.must(e.do("PUT", "/api/feature-flags/stream_queue/enable", nil), 204, "enable an enabled flag")
+	expectBody(t, e.do("PUT", "/api/feature-flags/nope/enable", nil), 400, "bad_request", "unsupported")
+	expectBody(t, e.do("PUT", "/api/feature-flags/quorum_queue/enable", nil), 400, "bad_request",
+		"feature flag 'quorum_queue' cannot be enabled: Warren does not have this feature yet")
+	if r := e.get("/api/feature-flags/stream_queue/enable"); r.status != 405 {
+		t.Errorf("GET of enable: %d, want 405", r.status)
+	}
 }

@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"runtime"
@@ -198,6 +199,26 @@ func (a *API) getFeatureFlags(rq *request) error {
 	}
 	writeJSON(rq.w, http.StatusOK, out)
 	return nil
+}
+
+// enableFeatureFlag answers PUT /api/feature-flags/{name}/enable. Warren's
+// flags are states of what it has built, not switches: an enabled one
+// answers 204 as RabbitMQ does for a flag already on, one naming a feature
+// Warren lacks is refused with 400 rather than reported enabled, and an
+// unknown name gets RabbitMQ 3.10's 400 "unsupported".
+func (a *API) enableFeatureFlag(rq *request) error {
+	name := rq.param("name")
+	for _, f := range a.srv.FeatureFlags() {
+		if f.Name != name {
+			continue
+		}
+		if f.State != "enabled" {
+			return errBadRequest(fmt.Sprintf("feature flag '%s' cannot be enabled: Warren does not have this feature yet", name))
+		}
+		rq.w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	return errBadRequest("unsupported")
 }
 
 func (a *API) listNodes(rq *request) error {

@@ -43,6 +43,7 @@ func (a *API) nodeRoutes(t *routeTable) {
 	t.handle(get, "nodes/{node}/memory/relative", authMonitor, a.getNodeMemory(true))
 	t.handle(get, "extensions", authMgmt, a.getExtensions)
 	t.handle(get, "feature-flags", authAdmin, a.getFeatureFlags)
+	t.handle(put, "feature-flags/{name}/enable", authAdmin, a.enableFeatureFlag)
 
 	// Health checks. The four Kubernetes probes need no credentials.
 	t.handle(get, "health/checks/is-in-service", authNone, a.healthInService)
