@@ -200,6 +200,12 @@ func toServerConfig(v *viper.Viper) (server.Config, error) {
 	cfg.MaxMessageSize = v.GetUint64("max-message-size")
 	cfg.DefaultVhost = v.GetString("default-vhost")
 	cfg.DefaultUser = v.GetString("default-user")
+	if v.GetString("load-definitions") != "" {
+		// As RabbitMQ: a node that imports definitions at boot makes no
+		// default user on its first boot, the file names the users; a
+		// guest/guest next to them would be an account nobody asked for.
+		cfg.DefaultUser = ""
+	}
 	cfg.DefaultPassword = v.GetString("default-pass")
 	cfg.LoopbackUsers = stringList(v, "loopback-users")
 	cfg.WriteBufferLimit = v.GetInt("write-buffer-limit")

@@ -9,6 +9,10 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
+// guestHash is the reference node's hash of guest's password "guest"
+// (GET /api/users/guest of RabbitMQ 3.10.8).
+const guestHash = "TVymHo83lvsoJj5hio51OTgsMtqTC/3VV/Cfmh5a8kVAV1tD"
+
 // bootAccounts creates the vhost and user the topology file uses; the hash is
 // RabbitMQ 3.10.8's of s3cret-app (testdata/definitions).
 const bootAccounts = `{"rabbit_version": "3.10.8",
@@ -54,7 +58,7 @@ func TestLoadDefinitionsAtBoot(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"20-topology.json": bootTopology, "10-accounts.json": bootAccounts,
 		"notes.txt": "not definitions"})
 	addr := freePort(t)
-	args := []string{"--amqp-listen", addr, "--mgmt-listen", "", "--metrics-listen", "", "--data-dir", data, "--load-definitions", dir}
+	args := []string{"--amqp-listen", addr, "--mgmt-listen", "", "--metrics-listen", "", "--data-dir", data, "--load-definitions", dir, "--login-failure-delay", "1ms"}
 	stop := startRun(t, addr, args...)
 	depth, ch := bootQueueDepth(t, addr)
 	if depth != 0 {
@@ -74,6 +78,38 @@ func TestLoadDefinitionsAtBoot(t *testing.T) {
 	if depth, _ = bootQueueDepth(t, addr); depth != 2 {
 		t.Fatalf("after a restart with the same definitions boot.q has %d messages, want the 2 it had", depth)
 	}
+}
+
+// TestLoadDefinitionsSkipsDefaultUser: as RabbitMQ, a first boot that
+// imports definitions creates no default user, so guest/guest is refused;
+// a node first started without the key keeps the guest it made then.
+func TestLoadDefinitionsSkipsDefaultUser(t *testing.T) {
+	quiet(t)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"accounts.json": bootAccounts})
+	addr := freePort(t)
+	base := []string{"--amqp-listen", addr, "--mgmt-listen", "", "--metrics-listen", "", "--login-failure-delay", "1ms"}
+	stop := startRun(t, addr, append(base, "--data-dir", t.TempDir(), "--load-definitions", dir)...)
+	_, err := amqp091.Dial("amqp://guest:guest@" + addr + "/")
+	if e, ok := err.(*amqp091.Error); !ok || e.Code != 403 {
+		t.Errorf("guest on a first boot with load-definitions: %v, want 403", err)
+	}
+	stop()
+
+	data := t.TempDir()
+	stop = startRun(t, addr, append(base, "--data-dir", data)...)
+	stop()
+	stop = startRun(t, addr, append(base, "--data-dir", data, "--load-definitions", dir)...)
+	defer stop()
+	c, err := amqp091.Dial("amqp://guest:guest@" + addr + "/")
+	if err != nil {
+		t.Fatalf("guest made at an earlier first boot: %v", err)
+	}
+	c.Close()
+	if c, err = amqp091.Dial("amqp://boot-app:s3cret-app@" + addr + "/boot"); err != nil {
+		t.Fatalf("the file's user next to guest: %v", err)
+	}
+	c.Close()
 }
 
 // TestLoadDefinitionsBrokenFileStopsStart: a file that does not import stops
@@ -114,9 +150,23 @@ func TestLoadDefinitionsBrokenFileStopsStart(t *testing.T) {
 // same directory starts and serves the same.
 func TestLoadDefinitionsRabbitMQExports(t *testing.T) {
 	quiet(t)
-	data, addr := t.TempDir(), freePort(t)
+	data, addr, defs := t.TempDir(), freePort(t), t.TempDir()
+	// The files grant guest permissions but, filtered from a real export,
+	// leave out the exporting node's own guest user; a boot with
+	// load-definitions makes no guest (as RabbitMQ), so 00-guest.json
+	// gives it back first, as the unfiltered export had it.
+	files := map[string]string{"00-guest.json": `{"users": [{"name": "guest", "password_hash": "` +
+		guestHash + `", "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": ["administrator"]}]}`}
+	shared, err := filepath.Glob(filepath.Join("..", "..", "testdata", "definitions", "*.json"))
+	must(t, err)
+	for _, f := range shared {
+		b, err := os.ReadFile(f)
+		must(t, err)
+		files[filepath.Base(f)] = string(b)
+	}
+	writeFiles(t, defs, files)
 	args := []string{"--amqp-listen", addr, "--mgmt-listen", "", "--metrics-listen", "", "--data-dir", data,
-		"--load-definitions", filepath.Join("..", "..", "testdata", "definitions")}
+		"--load-definitions", defs}
 	for round := 0; round < 2; round++ {
 		stop := startRun(t, addr, args...)
 		c, err := amqp091.Dial("amqp://seams-admin:s3cret-admin@" + addr + "/seams-orders")
