@@ -84,6 +84,18 @@ func (a *API) contexts(withNode bool) []map[string]any {
 	return []map[string]any{c}
 }
 
+// churnRates is the overview's churn_rates: each lifecycle counter since
+// start with its rate over the last sampling interval (and samples when
+// asked), as RabbitMQ 3.10 reports them.
+func (a *API) churnRates(q sampleQuery) map[string]any {
+	d := a.stats.churnDetails(q)
+	out := make(map[string]any, 2*len(churnMetrics))
+	for i, v := range churnValues(a.srv.Churn()) {
+		putStat(out, churnMetrics[i], v, d)
+	}
+	return out
+}
+
 func (a *API) getOverview(rq *request) error {
 	q := parseSampleQuery(rq)
 	totals := a.srv.Totals()
@@ -120,6 +132,7 @@ func (a *API) getOverview(rq *request) error {
 		"auth_mechanisms": a.authMechanisms(),
 		"message_stats":   messageStats(vhostMetrics, channelValuesWithTotals(counters), d, [][]string{publishGroup, deliverGroup}),
 		"queue_totals":    queueTotals,
+		"churn_rates":     a.churnRates(q),
 		"object_totals": map[string]any{
 			"channels": totals.Channels, "connections": totals.Connections, "consumers": totals.Consumers,
 			"exchanges": totals.Exchanges, "queues": totals.Queues,

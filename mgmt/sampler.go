@@ -19,7 +19,16 @@ var (
 	// vhostMetrics (and the overview's) are the channel counters, the queue
 	// totals and the traffic of the vhost's connections.
 	vhostMetrics = append(append([]string{"messages", "messages_ready", "messages_unacknowledged"}, channelMetrics...), "recv_oct", "send_oct")
+	// churnMetrics are the overview's churn_rates keys (RabbitMQ 3.10's).
+	churnMetrics = []string{"connection_created", "connection_closed", "channel_created", "channel_closed",
+		"queue_declared", "queue_created", "queue_deleted"}
 )
+
+// churnValues orders the node's lifecycle counters as churnMetrics.
+func churnValues(accepted uint64, c server.ChurnCounters) []uint64 {
+	return []uint64{accepted, c.ConnectionsClosed, c.ChannelsOpened, c.ChannelsClosed,
+		c.QueuesDeclared, c.QueuesCreated, c.QueuesDeleted}
+}
 
 // series is a fixed-size ring of samples of one object: each sample is a
 // timestamp and one value per metric.
@@ -62,6 +71,7 @@ type sampler struct {
 	mu        sync.RWMutex
 	tick      uint64
 	overview  *series
+	churn     *series
 	vhosts    map[string]*series
 	queues    map[*server.Queue]*series
 	exchanges map[*server.Exchange]*series
@@ -78,6 +88,7 @@ func newSampler(srv *server.Server, interval time.Duration, history, objHist int
 	return &sampler{
 		srv: srv, interval: interval, history: history, objHist: objHist,
 		overview: newSeries(len(vhostMetrics), history),
+		churn:    newSeries(len(churnMetrics), history),
 		vhosts:   make(map[string]*series), queues: make(map[*server.Queue]*series),
 		exchanges: make(map[*server.Exchange]*series), conns: make(map[uint64]*series),
 		channels: make(map[chanKey]*series),
@@ -148,11 +159,13 @@ func (s *sampler) sample(now time.Time) {
 	}
 	// Counters of deleted vhosts are gone; the overview keeps the sum of
 	// the vhosts that exist, as RabbitMQ's does after a vhost is deleted.
+	churn := churnValues(s.srv.Churn())
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tick++
 	s.overview.push(ts, overview)
+	s.churn.push(ts, churn)
 	for name, v := range vhostVals {
 		pushTo(s.vhosts, name, v, ts, s.tick, s.history)
 	}
@@ -306,6 +319,12 @@ func (s *sampler) overviewDetails(q sampleQuery) map[string]map[string]any {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.details(s.overview, vhostMetrics, q)
+}
+
+func (s *sampler) churnDetails(q sampleQuery) map[string]map[string]any {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.details(s.churn, churnMetrics, q)
 }
 
 func (s *sampler) vhostDetails(name string, q sampleQuery) map[string]map[string]any {

@@ -1,6 +1,8 @@
 package mgmt
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -152,4 +154,61 @@ func TestMgmtSamplesAndPruning(t *testing.T) {
 	if n != 0 {
 		t.Errorf("sampler keeps %d series of deleted queues", n)
 	}
+}
+
+// TestMgmtOverviewChurnRates: the overview's churn_rates count connections,
+// channels and queues as RabbitMQ 3.10's do (the UI's churn panel reads
+// them), with samples that show the change once the sampler has seen it.
+func TestMgmtOverviewChurnRates(t *testing.T) {
+	e := newEnv(t)
+	const withSamples = "/api/overview?msg_rates_age=60&msg_rates_incr=0"
+	samples := func(cr map[string]any, k string) []any {
+		d, _ := cr[k+"_details"].(map[string]any)
+		s, _ := d["samples"].([]any)
+		return s
+	}
+	churn := func() map[string]any {
+		cr, _ := e.get(withSamples).object(t)["churn_rates"].(map[string]any)
+		return cr
+	}
+	// A sample from before the traffic, so the samples show it arrive.
+	waitFor(t, 5*time.Second, func() error {
+		if len(samples(churn(), "connection_created")) == 0 {
+			return errors.New("no churn sample yet")
+		}
+		return nil
+	})
+
+	c := e.dial("")
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("churn.q", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDelete("churn.q", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"connection_created", "connection_closed", "channel_created", "channel_closed",
+		"queue_declared", "queue_created", "queue_deleted"}
+	var cr map[string]any
+	waitFor(t, 5*time.Second, func() error {
+		cr = churn()
+		for _, k := range want {
+			s := samples(cr, k)
+			// Newest first: 1 now, 0 in the sample taken before the traffic.
+			if fmt.Sprint(cr[k]) != "1" || len(s) < 2 || fmt.Sprint(s[0].(map[string]any)["sample"]) != "1" ||
+				fmt.Sprint(s[len(s)-1].(map[string]any)["sample"]) != "0" {
+				return fmt.Errorf("%s: %v, samples %v", k, cr[k], s)
+			}
+		}
+		return nil
+	})
 }

@@ -50,3 +50,10 @@ func SplitHostPort(addr string) (string, int) {
 	n, _ := strconv.Atoi(port)
 	return host, n
 }
+
+// Churn returns the connections accepted since start and the lifecycle
+// counters, without the per-queue walk of MetricsSnapshot: the management
+// sampler reads it every interval for the overview's churn_rates.
+func (s *Server) Churn() (accepted uint64, c ChurnCounters) {
+	return s.nextID.Load(), s.churn.snapshot()
+}
