@@ -18,12 +18,18 @@
 //     #/exchanges and #/exchanges/{vhost}/{name} (bindings both ways, bind,
 //     publish, delete); #/connections, #/channels and their detail pages
 //     (force close); #/users, #/vhosts, #/permissions, #/policies (list, add,
-//     delete; operator policies for administrators); #/definitions (export
-//     download, import upload). Route segments are percent-encoded, so the
-//     vhost "/" is %2F as in the API.
+//     delete; operator policies for administrators; the policy editor has
+//     typed key / value / type rows, as RabbitMQ's, besides raw JSON);
+//     #/definitions (export download, import upload); #/limits (vhost and
+//     user limits: set, clear); #/feature-flags (state, enable);
+//     #/parameters (runtime parameters of the federation and shovel
+//     components, global parameters). Route segments are percent-encoded,
+//     so the vhost "/" is %2F as in the API.
 //   - Charts are inline SVG drawn from the *_details samples the API returns
-//     for lengths_age/msg_rates_age requests; without samples a chart keeps
-//     its own 10-minute history of the polled values.
+//     for lengths_age/msg_rates_age requests, over the range the chart range
+//     selector picks (RabbitMQ's: last minute, ten minutes, hour, eight
+//     hours, day; kept per tab); without samples a chart keeps its own
+//     history of the polled values.
 //   - The current page refreshes every 5 s, never with two requests of the
 //     same page in flight, and not at all while the tab is hidden
 //     (document.visibilitychange) or the user has paused updates. The
@@ -48,8 +54,8 @@
 // Caveats:
 //   - RabbitMQ's API has no call that closes a single channel; a channel's
 //     page offers to close its connection instead.
-//   - Topic permissions, vhost and user limits, feature flags, shovels and
-//     federation have no pages yet; the API endpoints exist for tools.
+//   - Topic permissions, shovels and federation links have no pages yet;
+//     the API endpoints exist for tools.
 //   - Users, permissions and policies are listed whole and paged in the
 //     browser, because the API does not page them.
 //   - The regular-expression filter is evaluated by the server for paged

@@ -11,6 +11,7 @@ import * as exchanges from './pages/exchanges.js';
 import * as connections from './pages/connections.js';
 import * as admin from './pages/admin.js';
 import * as definitions from './pages/definitions.js';
+import * as settings from './pages/settings.js';
 
 // POLL_MS is the refresh interval, RabbitMQ's and LavinMQ's default. The
 // sessionStorage key "warren.poll-ms" overrides it for this tab (at least
@@ -35,6 +36,9 @@ const ROUTES = [
   ['permissions', admin.renderPermissions, 'administrator'],
   ['policies', admin.renderPolicies, 'management'],
   ['definitions', definitions.render, 'administrator'],
+  ['limits', settings.renderLimits, 'management'],
+  ['feature-flags', settings.renderFeatureFlags, 'administrator'],
+  ['parameters', settings.renderParameters, 'policymaker'],
 ].map(([pattern, render, tag]) => ({parts: pattern.split('/'), render: render, tag: tag}));
 
 // NAV is the main navigation, in RabbitMQ's order; admin pages come last.
@@ -49,6 +53,9 @@ const NAV = [
   ['permissions', 'Permissions', 'administrator'],
   ['policies', 'Policies', 'management'],
   ['definitions', 'Definitions', 'administrator'],
+  ['limits', 'Limits', 'administrator'],
+  ['feature-flags', 'Feature flags', 'administrator'],
+  ['parameters', 'Parameters', 'policymaker'],
 ];
 
 const state = {

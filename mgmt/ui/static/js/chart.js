@@ -8,23 +8,50 @@
 
 import {h, s, fmtClock, fmtNum, uid} from './dom.js';
 
-// WINDOW_MS is the time span charts show: 10 minutes, as LavinMQ's UI does.
-export const WINDOW_MS = 10 * 60 * 1000;
+// RANGES are the spans a chart can show, as RabbitMQ's UI offers them:
+// [seconds, sample increment in seconds, label]. Ten minutes is the default.
+export const RANGES = [
+  [60, 5, 'Last minute'], [600, 5, 'Last ten minutes'], [3600, 60, 'Last hour'],
+  [28800, 600, 'Last eight hours'], [86400, 1800, 'Last day'],
+];
+const DEFAULT_RANGE = 600;
 // MIN_WINDOW_MS is the shortest span a chart shows.
 const MIN_WINDOW_MS = 60 * 1000;
-// SAMPLE_SECS is the sample increment requested from the API.
-export const SAMPLE_SECS = 5;
-// HISTORY_MAX bounds the client-side history per series (10 min at 5 s).
-const HISTORY_MAX = 121;
+// HISTORY_MAX bounds the client-side history per series (a day at one
+// point per poll would be 17,280; older points are dropped first).
+const HISTORY_MAX = 2000;
 
-// ageParams are the query parameters that make the API return samples.
+// range is the span the user chose, kept for the tab in sessionStorage so
+// every page's charts show the same one.
+function range() {
+  const secs = Number(sessionStorage.getItem('warren.chart-range'));
+  return RANGES.find((r) => r[0] === secs) || RANGES.find((r) => r[0] === DEFAULT_RANGE);
+}
+
+function windowMs() {
+  return range()[0] * 1000;
+}
+
+// ageParams are the query parameters that make the API return samples for
+// the chosen range.
 export function ageParams() {
-  const age = WINDOW_MS / 1000;
+  const [age, incr] = range();
   return {
-    lengths_age: age, lengths_incr: SAMPLE_SECS,
-    msg_rates_age: age, msg_rates_incr: SAMPLE_SECS,
-    data_rates_age: age, data_rates_incr: SAMPLE_SECS,
+    lengths_age: age, lengths_incr: incr,
+    msg_rates_age: age, msg_rates_incr: incr,
+    data_rates_age: age, data_rates_incr: incr,
   };
+}
+
+// rangePicker is the chart range selector; onChange runs after a change
+// (pages refresh at once so the charts redraw over the new span).
+export function rangePicker(onChange) {
+  const sel = h('select', {id: uid('range')}, RANGES.map(([secs, , label]) => h('option', {value: String(secs), selected: secs === range()[0]}, label)));
+  sel.addEventListener('change', () => {
+    sessionStorage.setItem('warren.chart-range', sel.value);
+    onChange();
+  });
+  return h('div', {class: 'chart-range field'}, h('label', {for: sel.id}, 'Chart range'), sel);
 }
 
 function sortedSamples(details) {
@@ -114,7 +141,7 @@ export class Chart {
     const hist = this.history[i];
     if (typeof cur === 'number' && Number.isFinite(cur)) {
       hist.push([now, cur]);
-      while (hist.length > HISTORY_MAX || (hist.length && hist[0][0] < now - WINDOW_MS)) {
+      while (hist.length > HISTORY_MAX || (hist.length && hist[0][0] < now - windowMs())) {
         hist.shift();
       }
     }
@@ -127,7 +154,7 @@ export class Chart {
     // The window ends at the newest point, not at the browser's clock, so a
     // server whose clock differs still has its samples on the chart. It
     // spans the data it has (objects keep a shorter history than the
-    // overview), at least MIN_WINDOW_MS and at most WINDOW_MS.
+    // overview), at least MIN_WINDOW_MS and at most the chosen range.
     let t1 = -Infinity;
     let tMin = Infinity;
     let maxV = 0;
@@ -142,7 +169,7 @@ export class Chart {
       t1 = now;
       tMin = now;
     }
-    const t0 = t1 - Math.min(WINDOW_MS, Math.max(MIN_WINDOW_MS, t1 - tMin));
+    const t0 = t1 - Math.min(windowMs(), Math.max(MIN_WINDOW_MS, t1 - tMin));
     let yMax = niceCeil(maxV);
     if (this.integer) {
       yMax = Math.max(4, Math.ceil(yMax / 4) * 4);

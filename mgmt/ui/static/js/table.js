@@ -39,7 +39,8 @@ function compare(a, b) {
 export class ListView {
   // opts: {id, caption, columns: [{label, sort, render, num}], path: () => string,
   //        paged: bool (server pages), filterKey: 'name', defaultSort, rowKey,
-  //        empty: string}
+  //        empty: string, transform: (items) => rows, for unpaged lists
+  //        whose API objects are not one row each}
   constructor(opts) {
     this.opts = opts;
     this.state = loadState(opts.id, {
@@ -168,7 +169,8 @@ export class ListView {
       throw new Error('unexpected list response');
     }
     const data = await api.getJSON(base);
-    return this.localPage(Array.isArray(data) ? data : (data && data.items) || []);
+    const items = Array.isArray(data) ? data : (data && data.items) || [];
+    return this.localPage(this.opts.transform ? this.opts.transform(items) : items);
   }
 
   // localPage filters, sorts and pages a whole list in the browser.

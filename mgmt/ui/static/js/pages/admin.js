@@ -205,6 +205,77 @@ const POLICY_KEYS = [
   ['alternate-exchange', 'ae'], ['delivery-limit', 20], ['consumer-timeout', 1800000], ['queue-mode', 'lazy'],
 ];
 
+// VALUE_TYPES are the types of a definition row, as RabbitMQ's policy form
+// offers them; a list is typed comma-separated.
+const VALUE_TYPES = [['string', 'String'], ['number', 'Number'], ['boolean', 'Boolean'], ['list', 'List']];
+
+// typedValue converts a row's text to its type, or throws saying why not.
+function typedValue(key, text, type) {
+  const t = text.trim();
+  switch (type) {
+    case 'number': {
+      const n = Number(t);
+      if (t === '' || !Number.isFinite(n)) {
+        throw new Error('The value of "' + key + '" is not a number: "' + text + '".');
+      }
+      return n;
+    }
+    case 'boolean':
+      if (t !== 'true' && t !== 'false') {
+        throw new Error('The value of "' + key + '" must be true or false.');
+      }
+      return t === 'true';
+    case 'list':
+      return t === '' ? [] : t.split(',').map((x) => x.trim());
+    default:
+      return text;
+  }
+}
+
+// typedRows is the policy form's key / value / type rows. put fills the
+// first empty row (or a new one) with a key and its default value.
+function typedRows() {
+  const box = h('div', {class: 'typed-rows', role: 'group', 'aria-label': 'Definition keys'});
+  const rows = [];
+  const addRow = () => {
+    const n = rows.length + 1;
+    const r = {
+      key: h('input', {type: 'text', autocomplete: 'off', spellcheck: 'false'}),
+      value: h('input', {type: 'text', autocomplete: 'off', spellcheck: 'false'}),
+      type: select(VALUE_TYPES, 'string'),
+    };
+    rows.push(r);
+    box.insertBefore(h('div', {class: 'typed-row'}, field('Key ' + n, r.key), field('Value ' + n, r.value), field('Type ' + n, r.type)), more);
+    return r;
+  };
+  const more = button('Add key', () => addRow().key.focus(), {class: 'btn btn-small'});
+  box.appendChild(more);
+  addRow();
+  return {
+    el: box,
+    put: (key, value) => {
+      const r = rows.find((x) => x.key.value.trim() === '' || x.key.value.trim() === key) || addRow();
+      r.key.value = key;
+      r.value.value = String(value);
+      r.type.value = typeof value === 'number' ? 'number' : typeof value === 'boolean' ? 'boolean' : 'string';
+    },
+    read: () => {
+      const out = {};
+      for (const r of rows) {
+        const key = r.key.value.trim();
+        if (key === '') {
+          continue;
+        }
+        if (key in out) {
+          throw new Error('Key "' + key + '" is in two rows.');
+        }
+        out[key] = typedValue(key, r.value.value, r.type.value);
+      }
+      return out;
+    },
+  };
+}
+
 function policyView(page, kind, title) {
   const editable = kind === 'operator-policies' ? api.can('administrator') : api.can('policymaker');
   const all = page.vhost === '';
@@ -236,30 +307,26 @@ function policyView(page, kind, title) {
     const pattern = h('input', {type: 'text', required: true, value: '^', spellcheck: 'false'});
     const applyTo = select(APPLY_TO, 'queues');
     const priority = h('input', {type: 'number', value: '0'});
-    const def = h('textarea', {rows: 4, required: true, spellcheck: 'false', placeholder: '{"max-length": 10000}'});
+    const def = h('textarea', {rows: 4, spellcheck: 'false', placeholder: '{"max-length": 10000}'});
+    const rows = typedRows();
     const quick = h('div', {class: 'quick-tags', role: 'group', 'aria-label': 'Add a definition key'},
-      POLICY_KEYS.map(([k, v]) => button(k, () => {
-        let obj = {};
-        try {
-          obj = parseJSONObject(def.value, 'Definition');
-        } catch (e) {
-          notify(errorText(e), 'error');
-          return;
-        }
-        if (!(k in obj)) {
-          obj[k] = v;
-        }
-        def.value = JSON.stringify(obj, null, 1);
-      }, {class: 'btn btn-small'})));
+      POLICY_KEYS.map(([k, v]) => button(k, () => rows.put(k, v), {class: 'btn btn-small'})));
     parts.push(section(kind === 'operator-policies' ? 'Add or update an operator policy' : 'Add or update a policy', actionForm([
       field('Virtual host', vh),
       field('Name', name),
       field('Pattern (regular expression)', pattern),
       field('Apply to', applyTo),
       field('Priority', priority),
-      wide(h('div', {class: 'field'}, field('Definition (JSON object)', def), quick)),
+      wide(h('div', {class: 'field'}, rows.el, quick)),
+      wide(field('Definition (JSON object)', def, 'Keys typed here are added to those in the rows above.')),
     ], 'Save policy', async () => {
       const definition = parseJSONObject(def.value, 'Definition');
+      for (const [k, v] of Object.entries(rows.read())) {
+        if (k in definition) {
+          throw new Error('Key "' + k + '" is both in a row and in the JSON definition.');
+        }
+        definition[k] = v;
+      }
       if (Object.keys(definition).length === 0) {
         throw new Error('A policy needs at least one definition key.');
       }

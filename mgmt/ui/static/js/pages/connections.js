@@ -9,7 +9,7 @@ import {
   fmtInt, fmtRate, fmtByteRate, fmtBool, fmtTime, fmtValue,
 } from '../dom.js';
 import {ListView} from '../table.js';
-import {Chart, ageParams, rateSpecs, MESSAGE_RATE_KEYS} from '../chart.js';
+import {Chart, ageParams, rangePicker, rateSpecs, MESSAGE_RATE_KEYS} from '../chart.js';
 import {actionForm, consumerTable, refreshInto} from '../common.js';
 
 const rateOf = (obj, key) => (obj && obj[key + '_details'] ? obj[key + '_details'].rate : undefined);
@@ -99,6 +99,7 @@ export function renderConnection(page) {
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/connections'}, 'Connections')),
     h('h1', null, 'Connection ', h('span', {class: 'name'}, name)),
     h('div', {class: 'two-col'}, section('Details', detailsBox), section('Client properties', clientBox)),
+    rangePicker(() => page.refreshNow()),
     h('div', {class: 'charts'}, traffic.el),
     section('Channels', channelsBox),
     closeForm(name, page));
@@ -197,6 +198,7 @@ export function renderChannel(page) {
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/channels'}, 'Channels')),
     h('h1', null, 'Channel ', h('span', {class: 'name'}, name)),
     section('Details', detailsBox),
+    rangePicker(() => page.refreshNow()),
     h('div', {class: 'charts'}, rates.el),
     section('Consumers', consumersBox),
     h('div', {class: 'two-col'}, section('Publishes to exchanges', publishesBox), section('Deliveries from queues', deliveriesBox)),

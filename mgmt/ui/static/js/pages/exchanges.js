@@ -4,7 +4,7 @@
 import * as api from '../api.js';
 import {h, add, fill, field, select, section, details, kvTable, route, link, fmtRate, parseJSONObject} from '../dom.js';
 import {ListView} from '../table.js';
-import {Chart, ageParams, rateSpecs} from '../chart.js';
+import {Chart, ageParams, rangePicker, rateSpecs} from '../chart.js';
 import {
   actionForm, vhostPicker, features, bindingTable, bindForm, publishForm, deleteSection, refreshInto, exchangeLabel,
   exchangeSegment, wide,
@@ -107,6 +107,7 @@ export function renderDetail(page) {
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/exchanges'}, 'Exchanges'), ' › ', vhost),
     h('h1', null, 'Exchange ', h('span', {class: 'name'}, exchangeLabel(name))),
     section('Details', detailsBox),
+    rangePicker(() => page.refreshNow()),
     h('div', {class: 'charts'}, rates.el),
     section('Bindings from this exchange', sourceBox,
       isDefault

@@ -3,7 +3,7 @@
 
 import * as api from '../api.js';
 import {h, add, fill, section, fmtInt, fmtRate, fmtBytes, fmtDuration, fmtBool, errorText, scrollBox, route, details} from '../dom.js';
-import {Chart, ageParams, queuedChart, rateSpecs, MESSAGE_RATE_KEYS} from '../chart.js';
+import {Chart, ageParams, queuedChart, rangePicker, rateSpecs, MESSAGE_RATE_KEYS} from '../chart.js';
 
 function totals(ov) {
   const o = ov.object_totals || {};
@@ -115,6 +115,7 @@ export function render(page) {
     h('h1', null, 'Overview'),
     summary,
     section('Totals', totalsBox),
+    rangePicker(() => page.refreshNow()),
     h('div', {class: 'charts'}, queued.el, rates.el),
     section('Alarms', alarmsBox),
     showNodes ? section('Nodes', nodesBox) : null,

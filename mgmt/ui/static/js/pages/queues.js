@@ -7,7 +7,7 @@ import {
   fmtInt, fmtRate, fmtBytes, fmtBool, fmtValue, parseJSONObject, confirmAction, uid,
 } from '../dom.js';
 import {ListView} from '../table.js';
-import {Chart, ageParams, queuedChart, rateSpecs} from '../chart.js';
+import {Chart, ageParams, queuedChart, rangePicker, rateSpecs} from '../chart.js';
 import {
   actionForm, vhostPicker, features, bindingTable, bindForm, consumerTable, publishForm, deleteSection, refreshInto, wide,
 } from '../common.js';
@@ -229,6 +229,7 @@ export function renderDetail(page) {
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/queues'}, 'Queues'), ' › ', vhost),
     h('h1', {id: titleId}, 'Queue ', h('span', {class: 'name'}, name)),
     h('div', {class: 'two-col'}, section('Details', detailsBox), section('Messages', countsBox)),
+    rangePicker(() => page.refreshNow()),
     h('div', {class: 'charts'}, queued.el, rates.el),
     streamSection,
     section('Consumers', consumersBox),
