@@ -66,6 +66,7 @@ type delayStore struct {
 	dropped bool
 	st      *vhostStorage // nil when the server has no data directory
 	index   *queueindex.Index
+	dirty   dirtyMark // in st's dirty list (persist.go)
 	dir     string
 	head    []delayItem // a min-heap by before
 	horizon delayItem
@@ -394,6 +395,9 @@ func (d *delayStore) syncIndex() error {
 
 // indexName names the store in logs (indexOwner).
 func (d *delayStore) indexName() string { return "delayed messages of exchange " + d.ex.name }
+
+// dirtyMark is the store's mark in st's dirty list (indexOwner).
+func (d *delayStore) dirtyMark() *dirtyMark { return &d.dirty }
 
 // delaySelection keeps the n earliest delayed messages offered to it (a
 // max-heap of them) and the earliest of those it left out.

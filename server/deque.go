@@ -15,6 +15,9 @@ type queued struct {
 	// x-delivery-limit and the x-delivery-count header.
 	deliveries uint32
 	priority   uint8
+	// persistent is msg.Persistent(), read from the properties once per
+	// queue: the tallies ask it at every push, pop, delivery and settle.
+	persistent bool
 	// disk is where a stored message is recorded (nil if it is only in
 	// memory). A pointer keeps queued small on the in-memory path.
 	disk *diskRef
@@ -104,21 +107,21 @@ type tally struct {
 	persistent, persistentBytes int
 }
 
-func (t *tally) add(m *Message) {
+func (t *tally) add(q queued) {
 	t.count++
-	t.bytes += m.size()
-	if m.Persistent() {
+	t.bytes += q.msg.size()
+	if q.persistent {
 		t.persistent++
-		t.persistentBytes += m.size()
+		t.persistentBytes += q.msg.size()
 	}
 }
 
-func (t *tally) remove(m *Message) {
+func (t *tally) remove(q queued) {
 	t.count--
-	t.bytes -= m.size()
-	if m.Persistent() {
+	t.bytes -= q.msg.size()
+	if q.persistent {
 		t.persistent--
-		t.persistentBytes -= m.size()
+		t.persistentBytes -= q.msg.size()
 	}
 }
 
@@ -130,12 +133,12 @@ func (s *readySet) len() int { return s.count }
 
 func (s *readySet) push(q queued) {
 	s.levels[q.priority].push(q)
-	s.add(q.msg)
+	s.add(q)
 }
 
 func (s *readySet) requeue(q queued) {
 	s.levels[q.priority].requeue(q)
-	s.add(q.msg)
+	s.add(q)
 }
 
 // front returns the level holding the next message to deliver, or nil.
@@ -154,7 +157,7 @@ func (s *readySet) pop() queued {
 		l = s.front()
 	}
 	q := l.pop()
-	s.remove(q.msg)
+	s.remove(q)
 	return q
 }
 
@@ -169,7 +172,7 @@ func (s *readySet) popOldest() queued {
 		}
 	}
 	q := best.pop()
-	s.remove(q.msg)
+	s.remove(q)
 	return q
 }
 

@@ -32,8 +32,11 @@ type vhostStorage struct {
 	// files is the node's index file cache, shared by every queue index.
 	files *queueindex.FileCache
 
-	mu    sync.Mutex
-	dirty map[indexOwner]struct{}
+	mu sync.Mutex
+	// dirty are the index owners with changes for the next round, each
+	// once: its dirtyMark says it is here. The round swaps it with
+	// dirtySpare, so the two slices are reused.
+	dirty, dirtySpare []indexOwner
 	// waiters are the publishes whose confirms wait for the next round; the
 	// round swaps them with spare, so the two slices are reused.
 	waiters []completion
@@ -97,8 +100,8 @@ func openStorageAt(dir, vhost string, policy msgstore.FlushPolicy, cfg *Config, 
 	}
 	v := &vhostStorage{
 		vhost: vhost, dir: dir, cfg: cfg, policy: policy, log: log, store: store,
-		dirty: make(map[indexOwner]struct{}), synced: make(map[indexOwner]struct{}),
-		kick: make(chan struct{}, 1), quit: make(chan struct{}),
+		synced: make(map[indexOwner]struct{}),
+		kick:   make(chan struct{}, 1), quit: make(chan struct{}),
 	}
 	v.wg.Add(1)
 	go v.commitLoop()
@@ -145,11 +148,33 @@ type indexOwner interface {
 	syncIndex() error
 	// indexName names the owner in logs.
 	indexName() string
+	// dirtyMark is the owner's mark in the dirty list of its store.
+	dirtyMark() *dirtyMark
 }
 
+// dirtyMark tells whether an index owner is in a store's dirty list. A
+// queue's every append, delivery and ack marks it, several times per
+// fanout publish; with the mark, all but the first of a round are one
+// atomic load, with no map insert (hashing an interface) nor the store's
+// lock, which the committer also takes.
+type dirtyMark struct {
+	in atomic.Pointer[vhostStorage] // the store whose dirty list holds the owner
+}
+
+// markDirty puts q in the next round's dirty list unless it is there. A
+// change made before the call is flushed by that round: the round clears
+// the mark, under mu, before it flushes, so a change whose markDirty still
+// saw the mark set is already in the index that round flushes.
 func (v *vhostStorage) markDirty(q indexOwner) {
+	mk := q.dirtyMark()
+	if mk.in.Load() == v {
+		return
+	}
 	v.mu.Lock()
-	v.dirty[q] = struct{}{}
+	if mk.in.Load() != v {
+		mk.in.Store(v)
+		v.dirty = append(v.dirty, q)
+	}
 	v.mu.Unlock()
 	v.signal()
 }
@@ -244,11 +269,14 @@ var (
 func (v *vhostStorage) round() {
 	v.mu.Lock()
 	dirty, waiters, rounds, after := v.dirty, v.waiters, v.rounds, v.after
-	v.dirty = make(map[indexOwner]struct{}, len(dirty))
+	for _, q := range dirty {
+		q.dirtyMark().in.CompareAndSwap(v, nil)
+	}
+	v.dirty, v.dirtySpare = v.dirtySpare[:0], nil
 	v.waiters, v.spare, v.rounds, v.after = v.spare[:0], nil, nil, nil
 	v.mu.Unlock()
 	if len(dirty) == 0 && len(waiters) == 0 && len(rounds) == 0 && len(after) == 0 {
-		v.putSpare(waiters)
+		v.putSpare(waiters, dirty)
 		return
 	}
 	if h := testHookRound.Load(); h != nil && len(waiters)+len(rounds) > 0 {
@@ -266,16 +294,17 @@ func (v *vhostStorage) round() {
 		(*h)(len(waiters))
 	}
 	clear(waiters)
-	v.putSpare(waiters)
+	clear(dirty)
+	v.putSpare(waiters, dirty)
 }
 
 // commit syncs the store (fsync policy) and flushes the dirty indexes.
-func (v *vhostStorage) commit(dirty map[indexOwner]struct{}) error {
+func (v *vhostStorage) commit(dirty []indexOwner) error {
 	var err error
 	if v.policy == msgstore.FlushFsync {
 		err = v.store.Sync()
 	}
-	for q := range dirty {
+	for _, q := range dirty {
 		if ferr := q.flushIndex(); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
@@ -285,7 +314,7 @@ func (v *vhostStorage) commit(dirty map[indexOwner]struct{}) error {
 	}
 	if v.policy != msgstore.FlushFsync {
 		v.mu.Lock()
-		for q := range dirty {
+		for _, q := range dirty {
 			v.synced[q] = struct{}{}
 		}
 		v.mu.Unlock()
@@ -293,10 +322,11 @@ func (v *vhostStorage) commit(dirty map[indexOwner]struct{}) error {
 	return err
 }
 
-// putSpare hands a drained waiters slice back for the round after next.
-func (v *vhostStorage) putSpare(s []completion) {
+// putSpare hands the drained waiters and dirty slices back for the round
+// after next.
+func (v *vhostStorage) putSpare(s []completion, dirty []indexOwner) {
 	v.mu.Lock()
-	v.spare = s[:0]
+	v.spare, v.dirtySpare = s[:0], dirty[:0]
 	v.mu.Unlock()
 }
 

@@ -65,8 +65,9 @@ type Queue struct {
 	// once it pages. index is nil without a data directory.
 	store      *vhostStorage
 	index      *queueindex.Index
-	paged      int // ready messages only on disk, all newer than the head
-	pagedBytes int // their stored size
+	dirty      dirtyMark // in store's dirty list (persist.go)
+	paged      int       // ready messages only on disk, all newer than the head
+	pagedBytes int       // their stored size
 	// pagedPersistent and pagedPersistentBytes are the persistent ones among
 	// them; after a restart every recovered entry counts until it is read.
 	pagedPersistent, pagedPersistentBytes int
@@ -204,7 +205,7 @@ func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.L
 		if c := q.nextConsumerLocked(); c != nil {
 			q.nextSeq++
 			q.stats.published.inc()
-			q.handOverLocked(c, queued{msg: m, seq: q.nextSeq})
+			q.handOverLocked(c, queued{msg: m, seq: q.nextSeq, persistent: m.Persistent()})
 			return enqueued
 		}
 	}
@@ -218,7 +219,7 @@ func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.L
 		return refuse(enqueueDuplicate)
 	}
 	q.nextSeq++
-	qm := queued{msg: m, seq: q.nextSeq, priority: q.priorityOf(m)}
+	qm := queued{msg: m, seq: q.nextSeq, priority: q.priorityOf(m), persistent: m.Persistent()}
 	if exp := q.expiryFor(ttl, clk); exp > 0 {
 		qm.expiresAt = exp
 		q.expiring = true
@@ -234,7 +235,7 @@ func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.L
 		stored, loc = true, l
 	}
 	if stored {
-		if !q.storedEnqueueLocked(qm, loc, m.Persistent()) {
+		if !q.storedEnqueueLocked(qm, loc) {
 			return enqueueRejected
 		}
 	} else {
@@ -314,7 +315,7 @@ func (q *Queue) expireLocked(clk *lazyClock) {
 		l := &q.ready.levels[i]
 		for l.len() > 0 && l.front().expiresAt != 0 && l.front().expiresAt <= clk.now() {
 			m := l.pop()
-			q.ready.remove(m.msg)
+			q.ready.remove(m)
 			q.forgetLocked(&m)
 			q.stats.expired.inc()
 			q.dead = append(q.dead, deadLetter{m: m, reason: reasonExpired})
@@ -607,7 +608,7 @@ func (q *Queue) takePendingLocked(d *delivery) (queued, bool) {
 	m, ok := q.pending[d.id]
 	if ok {
 		delete(q.pending, d.id)
-		q.unacked.remove(m.msg)
+		q.unacked.remove(m)
 	}
 	return m, ok
 }
@@ -615,7 +616,7 @@ func (q *Queue) takePendingLocked(d *delivery) (queued, bool) {
 // addPendingLocked keeps a delivered message until it is settled.
 func (q *Queue) addPendingLocked(m queued) {
 	q.pending[m.seq] = m
-	q.unacked.add(m.msg)
+	q.unacked.add(m)
 }
 
 // purge drops every ready message and returns how many there were.

@@ -47,7 +47,8 @@ func (q *Queue) startPagingLocked() bool {
 // storedEnqueueLocked records a stored message in the index and keeps it in
 // memory or on disk only. It returns false if the index refused it (the
 // store reference is then released).
-func (q *Queue) storedEnqueueLocked(qm queued, loc msgstore.Loc, persistent bool) bool {
+func (q *Queue) storedEnqueueLocked(qm queued, loc msgstore.Loc) bool {
+	persistent := qm.persistent
 	if q.indexDown.Load() {
 		q.store.release(loc) // nacked; the failure was logged when it started
 		return false
@@ -203,7 +204,7 @@ func (q *Queue) pageInEntryLocked(seq uint64, e queueindex.Entry) bool {
 	if e.Expiry != 0 {
 		q.expiring = true
 	}
-	q.ready.push(queued{msg: m, seq: q.nextSeq, redelivered: e.Delivered, expiresAt: e.Expiry,
+	q.ready.push(queued{msg: m, seq: q.nextSeq, redelivered: e.Delivered, expiresAt: e.Expiry, persistent: m.Persistent(),
 		priority: min(e.Priority, q.qa.maxPriority), disk: &diskRef{seq: seq, loc: loc}})
 	return true
 }
@@ -282,6 +283,9 @@ func (q *Queue) syncIndex() error {
 
 // indexName is the queue's name (indexOwner).
 func (q *Queue) indexName() string { return q.name }
+
+// dirtyMark is the queue's mark in its store's dirty list (indexOwner).
+func (q *Queue) dirtyMark() *dirtyMark { return &q.dirty }
 
 // errIndexDown fails a commit round that includes a queue whose index is down.
 var errIndexDown = errors.New("the queue index failed and is not reopened yet")
