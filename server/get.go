@@ -25,15 +25,16 @@ func (q *Queue) get(max int, noAck bool, each func(m outgoing, remaining int)) i
 		if qm.redelivered {
 			q.stats.redelivered.inc()
 		}
+		id := qm.seq // a no-ack get is never settled: any id will do
 		if noAck {
 			q.forgetLocked(&qm)
 		} else {
 			q.markDeliveredLocked(&qm)
-			q.addPendingLocked(qm)
+			id = q.addPendingLocked(qm)
 		}
 		// remaining is RabbitMQ's message-count: the ready messages left
 		// after this one, those paged out to disk included.
-		each(q.outgoingLocked(qm), q.lengthLocked())
+		each(q.outgoingLocked(qm, id), q.lengthLocked())
 		n++
 	}
 	dead := q.takeDeadLocked()

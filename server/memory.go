@@ -115,7 +115,7 @@ func (s *Server) MemoryBreakdown() MemoryBreakdown {
 func (b *MemoryBreakdown) addQueue(q *Queue) {
 	q.mu.Lock()
 	bodies := q.ready.bytes + q.unacked.bytes
-	mem := queueMemory(q.ready.len(), len(q.pending), bodies)
+	mem := queueMemory(q.ready.len(), q.pending.len(), bodies)
 	ix := q.index
 	q.mu.Unlock()
 	b.QueueBookkeeping += uint64(mem - bodies)

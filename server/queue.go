@@ -48,9 +48,9 @@ type Queue struct {
 	// exclusiveConsumer is set while a consumer holds exclusive access.
 	exclusiveConsumer *consumer
 	hadConsumer       bool
-	// pending are the deliveries not yet settled, by delivery id (their
-	// seq), so a channel settles by id and holds nothing of the entry.
-	pending     map[uint64]queued
+	// pending are the deliveries not yet settled, by delivery id, so a
+	// channel settles by id and holds nothing of the entry.
+	pending     unsettledSet
 	unacked     tally // the messages of pending
 	deleted     bool
 	dead        []deadLetter // collected under mu, published after unlock
@@ -134,7 +134,6 @@ func newQueue(vh *Vhost, name string, durable, exclusive, autoDelete bool, args 
 		name: name, vhost: vh, durable: durable, exclusive: exclusive, autoDelete: autoDelete,
 		args: args, qa: qa, owner: owner, created: time.Now(), lastUsed: time.Now(),
 		bindings: make(map[bindingKey]struct{}), ready: newReadySet(qa.maxPriority),
-		pending: make(map[uint64]queued),
 	}
 	q.h = kindOf(&qa).newHandle(q)
 	q.consumerTimeout.Store(int64(qa.consumerTimeout))
@@ -395,18 +394,19 @@ func (q *Queue) dispatchLocked(clk *lazyClock) {
 
 // handOverLocked delivers m, already taken from the queue, to c.
 func (q *Queue) handOverLocked(c *consumer, m queued) {
+	id := m.seq // a no-ack delivery is never settled: any id will do
 	if c.noAck {
 		q.forgetLocked(&m)
 	} else {
 		c.unacked++
 		q.markDeliveredLocked(&m)
-		q.addPendingLocked(m)
+		id = q.addPendingLocked(m)
 	}
 	q.stats.delivered.inc()
 	if m.redelivered {
 		q.stats.redelivered.inc()
 	}
-	c.sink.deliver(c, q.outgoingLocked(m))
+	c.sink.deliver(c, q.outgoingLocked(m, id))
 }
 
 // plainLocked reports whether the queue uses none of the features that
@@ -481,9 +481,9 @@ func (q *Queue) canTakeLocked(c *consumer) bool {
 	return c.sink.reserve(c, q.h)
 }
 
-// outgoingLocked is m as a consumer or basic.get receives it.
-func (q *Queue) outgoingLocked(m queued) outgoing {
-	return outgoing{id: m.seq, msg: m.msg, props: q.deliveryProps(m), redelivered: m.redelivered}
+// outgoingLocked is m as a consumer or basic.get receives it, settled by id.
+func (q *Queue) outgoingLocked(m queued, id uint64) outgoing {
+	return outgoing{id: id, msg: m.msg, props: q.deliveryProps(m), redelivered: m.redelivered}
 }
 
 // addConsumer subscribes c; it fails with 403 when exclusivity is violated.
@@ -605,18 +605,18 @@ func (q *Queue) takePendingLocked(d *delivery) (queued, bool) {
 	if d.c != nil {
 		d.c.unacked--
 	}
-	m, ok := q.pending[d.id]
+	m, ok := q.pending.take(d.id)
 	if ok {
-		delete(q.pending, d.id)
 		q.unacked.remove(m)
 	}
 	return m, ok
 }
 
-// addPendingLocked keeps a delivered message until it is settled.
-func (q *Queue) addPendingLocked(m queued) {
-	q.pending[m.seq] = m
+// addPendingLocked keeps a delivered message until it is settled and
+// returns the id that settles it.
+func (q *Queue) addPendingLocked(m queued) uint64 {
 	q.unacked.add(m)
+	return q.pending.add(m)
 }
 
 // purge drops every ready message and returns how many there were.
@@ -712,7 +712,7 @@ func (q *Queue) markDeleted() ([]*consumer, int) {
 	q.ready.drain()
 	q.paged, q.pagedBytes, q.pagedPersistent, q.pagedPersistentBytes = 0, 0, 0, 0
 	q.closeIndexLocked(true)
-	clear(q.pending) // their index entries went with the index
+	q.pending.drop() // their index entries went with the index
 	q.unacked = tally{}
 	q.dead = nil
 	return cs, n
@@ -749,7 +749,7 @@ type QueueInfo struct {
 // Message and, for an unacknowledged message, its pending map slot.
 const (
 	readyEntrySize   = int(unsafe.Sizeof(queued{}) + unsafe.Sizeof(Message{}))
-	pendingEntrySize = readyEntrySize + int(unsafe.Sizeof(uint64(0))+unsafe.Sizeof(queued{}))
+	pendingEntrySize = readyEntrySize + int(unsafe.Sizeof(unsettledEntry{}))
 	queueStructSize  = int(unsafe.Sizeof(Queue{}))
 )
 
@@ -770,7 +770,7 @@ func (q *Queue) localInfo() QueueInfo {
 	info := QueueInfo{
 		Name: q.name, Vhost: q.vhost.name, Durable: q.durable, Exclusive: q.exclusive,
 		AutoDelete: q.autoDelete, Arguments: q.args,
-		Ready: q.lengthLocked(), Unacked: len(q.pending), Consumers: len(q.consumers), ReadyBytes: q.ready.bytes + q.pagedBytes,
+		Ready: q.lengthLocked(), Unacked: q.pending.len(), Consumers: len(q.consumers), ReadyBytes: q.ready.bytes + q.pagedBytes,
 		InMemory: q.ready.len(), OnDisk: q.paged,
 		UnackedBytes: q.unacked.bytes, InMemoryBytes: q.ready.bytes + q.unacked.bytes,
 		Persistent:      q.ready.persistent + q.unacked.persistent + q.pagedPersistent,

@@ -314,9 +314,7 @@ func (q *Queue) heldLocked() map[uint64]*held {
 			add(&l.items[j], l.items[j].redelivered)
 		}
 	}
-	for _, m := range q.pending {
-		add(&m, true)
-	}
+	q.pending.each(func(m *queued) { add(m, true) })
 	return mem
 }
 

@@ -195,7 +195,7 @@ func TestRemotePublishOnBConsumeOnC(t *testing.T) {
 		q := a.Vhost("/").queue("q")
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		return q.ready.len() == 0 && len(q.pending) == 0
+		return q.ready.len() == 0 && q.pending.len() == 0
 	})
 }
 
@@ -273,7 +273,7 @@ func TestRemoteRequeueAndConnectionClose(t *testing.T) {
 		q := a.Vhost("/").queue("q")
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		return len(q.pending) == 3
+		return q.pending.len() == 3
 	})
 	must(t, conn.Close())
 	waitFor(t, 5*time.Second, "the unacked messages back on A", func() bool {
@@ -318,7 +318,7 @@ func TestRemoteGetPurgeDelete(t *testing.T) {
 		hq := a.Vhost("/").queue("q")
 		hq.mu.Lock()
 		defer hq.mu.Unlock()
-		return len(hq.pending) == 0
+		return hq.pending.len() == 0
 	})
 	n, err := ch.QueuePurge("q", false)
 	must(t, err)
@@ -654,7 +654,7 @@ func TestRemoteOverClusterRPC(t *testing.T) {
 		q := a.Vhost("/").queue("q")
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		return q.ready.len() == 0 && len(q.pending) == 0
+		return q.ready.len() == 0 && q.pending.len() == 0
 	})
 }
 
