@@ -238,12 +238,18 @@ func (l *homeLink) forward(batch []fwdPublish) []bool {
 }
 
 // fwdSettle is one settlement for a queue of the link's home: the ingress
-// consumer's key (0 for basic.get) and the home's delivery id.
+// consumer's key (0 for basic.get) and the home's delivery id. An entry
+// with durable set is no settlement but a mark: the home answers the batch
+// that carries it only after a commit round of that vhost has stored every
+// settlement before it, and the mark's channel gets the outcome.
 type fwdSettle struct {
 	q    *Queue
 	kind settleKind
 	key  uint64
 	id   uint64
+
+	durable chan error // a mark (tx.commit waiting for its acks)
+	vhost   string     // the mark's vhost
 }
 
 // settle queues settlements for the home; they leave in order, batched.
@@ -254,6 +260,22 @@ func (l *homeLink) settle(ds []fwdSettle) {
 	select {
 	case l.settleKick <- struct{}{}:
 	default:
+	}
+}
+
+// settledDurably waits until the home has stored every settlement queued
+// on the link before the call, in vhost vh: what tx.commit-ok promises for
+// the acks of remote deliveries, as the local commit round does for local
+// ones. An error means the home did not confirm it (down, unreachable, its
+// round failed).
+func (l *homeLink) settledDurably(vh string) error {
+	done := make(chan error, 1)
+	l.settle([]fwdSettle{{durable: done, vhost: vh}})
+	select {
+	case err := <-done:
+		return err
+	case <-l.r.ctx.Done():
+		return l.r.ctx.Err()
 	}
 }
 
@@ -274,16 +296,41 @@ func (l *homeLink) settleLoop() {
 		if len(ds) == 0 {
 			continue
 		}
-		w := wireWriter{}
-		w.uint(uint64(len(ds)))
+		var items []fwdSettle
+		var marks []chan error
+		vhosts := map[string]bool{}
 		for _, d := range ds {
+			if d.durable != nil {
+				marks = append(marks, d.durable)
+				vhosts[d.vhost] = true
+			} else {
+				items = append(items, d)
+			}
+		}
+		w := wireWriter{}
+		w.uint(uint64(len(items)))
+		for _, d := range items {
 			w.queueRef(d.q)
 			w.uint(uint64(d.kind))
 			w.uint(d.key)
 			w.uint(d.id)
 		}
-		if _, err := l.r.call(l.home, rpcSettle, w.b, remoteCallTimeout); err != nil {
-			l.r.s.log.Warn("settlements not delivered to the queue's home node", "node", l.home, "count", len(ds), "err", err)
+		w.uint(uint64(len(vhosts)))
+		for vh := range vhosts {
+			w.string(vh)
+		}
+		ans, err := l.r.call(l.home, rpcSettle, w.b, remoteCallTimeout)
+		if err == nil && len(marks) > 0 {
+			_, aerr := readAnswer(ans, 0)
+			if aerr != nil {
+				err = aerr
+			}
+		}
+		if err != nil {
+			l.r.s.log.Warn("settlements not delivered to the queue's home node", "node", l.home, "count", len(items), "err", err)
+		}
+		for _, m := range marks {
+			m <- err
 		}
 	}
 }

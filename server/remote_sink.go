@@ -365,6 +365,8 @@ func (r *remoteQueues) handleCancel(_ context.Context, from string, payload []by
 
 // handleSettle settles deliveries of this node's queues for their node's
 // channels, one call per run of the same queue and kind, as a channel does.
+// When the batch names vhosts (a tx.commit waits for its acks), it answers
+// after a commit round of each has stored them.
 func (r *remoteQueues) handleSettle(_ context.Context, from string, payload []byte) ([]byte, error) {
 	s := r.sinkFor(from)
 	rd := wireReader{b: payload}
@@ -398,5 +400,16 @@ func (r *remoteQueues) handleSettle(_ context.Context, from string, payload []by
 		run = append(run, delivery{q: q.h, c: c, id: id})
 	}
 	flush()
+	for range rd.count() {
+		name := rd.string()
+		if rd.err != nil {
+			return nil, rd.err
+		}
+		if vh := r.s.Vhost(name); vh != nil && vh.storage != nil {
+			if err := vh.storage.waitRound(); err != nil {
+				return refusedAnswer(amqp.NewError(amqp.InternalError, 0, "settlements not stored: %v", err)), nil
+			}
+		}
+	}
 	return okAnswer().b, nil
 }

@@ -44,8 +44,25 @@ func (ch *channel) txCommit(m *amqp.TxCommit) *amqp.Error {
 			return err
 		}
 	}
+	homes := map[*homeLink]bool{}
 	for _, s := range tx.settles {
 		ch.applySettle(s.ds, s.kind)
+		for _, d := range s.ds {
+			if rq, ok := d.q.(*remoteQueue); ok {
+				if l := rq.r.link(rq.home); l != nil {
+					homes[l] = true
+				}
+			}
+		}
+	}
+	// Acks of deliveries from queues homed on other nodes are stored by
+	// their homes: wait for each to confirm it (a home down fails the
+	// commit, whose acks then return with the home's redeliveries).
+	for l := range homes {
+		if err := l.settledDurably(ch.conn.vhost.name); err != nil {
+			ch.conn.vhost.log.Error("tx.commit: the acks of remote deliveries are not durable", "home", l.home, "err", err)
+			return amqp.NewError(amqp.PreconditionFailed, m.ID(), "partial tx completion")
+		}
 	}
 	// The commit-ok promises the transaction survives a crash, as a confirm
 	// does: wait until the commit round has written its acks and stored
