@@ -45,6 +45,8 @@ type summary struct {
 	Recovered         int              `json:"recovered_unconfirmed_delivered"`
 	CommitsOK         int              `json:"tx_commits_ok"`
 	DefinitionOps     int              `json:"definition_ops"`
+	MinorityRefusals  int              `json:"minority_refusals_541"` // cluster: changes refused on cut-off nodes
+	MinorityAnswers   int              `json:"minority_answers"`      // cluster: ok or 404 answers there (no-ops)
 	Faults            int              `json:"faults"`
 	Lost              int              `json:"lost"`
 	Unexpected        int              `json:"unexpected"`
@@ -96,6 +98,9 @@ func runCheck(dir string, stdout, stderr io.Writer) int {
 func printSummary(w io.Writer, dir string, s summary) {
 	fmt.Fprintf(w, "warren-chaos check %s: %d ops, %d faults, %d published, %d confirmed, %d unknown, %d delivered (%d redeliveries), %d recovered, %d tx commits, %d definition ops, max unavailability %d ms\n",
 		dir, s.Operations, s.Faults, s.Published, s.Confirmed, s.PublishUnknown, s.Delivered, s.Redeliveries, s.Recovered, s.CommitsOK, s.DefinitionOps, s.MaxUnavailableMs)
+	if s.MinorityRefusals+s.MinorityAnswers > 0 {
+		fmt.Fprintf(w, "cut-off nodes: %d definition changes refused with 541, %d answered from their frozen state\n", s.MinorityRefusals, s.MinorityAnswers)
+	}
 	fmt.Fprintf(w, "lost %d, unexpected %d, bad duplicates %d, committed acks returned %d, violations %d (%d shown)\n",
 		s.Lost, s.Unexpected, s.BadDuplicates, s.CommittedReturned, s.ViolationCount, len(s.Violations))
 	for _, v := range s.Violations {
@@ -138,6 +143,9 @@ func check(hist []Event, nem []nemesisEvent, scope, htmlPattern string) summary 
 	add("drain-incomplete", q.drain...)
 	s.Lost, s.Unexpected, s.BadDuplicates, s.CommittedReturned = len(q.lost), len(q.unexpected), len(q.badDup), len(q.committed)
 	add("definitions-not-linearizable", checkDefinitions(hist, scope, htmlPattern, &s)...)
+	if scope == "cluster" {
+		add("minority-accepted-change", checkMinority(hist, nem, &s)...)
+	}
 	for _, e := range nem {
 		switch e.Event {
 		case "fault":

@@ -52,9 +52,12 @@ func (s defState) withKey(k string, add bool) defState {
 // outcome may have taken effect, and porcupine places it last if not.
 func stepDef(s defState, in defInput, out defOutput) (bool, defState) {
 	definite := out.status != evUnknown
-	missing := out.status == errNotFound
-	if missing {
+	switch out.status {
+	case errNotFound:
 		return !s.exists, s
+	case errHomeDown:
+		// The queue exists and nothing changed: its home could not act.
+		return s.exists, s
 	}
 	switch in.f {
 	case "declare":
@@ -97,9 +100,20 @@ var defModel = porcupine.Model{
 // porcupine operations, one partition per queue (per node and queue while
 // nodes are independent). Reads with unknown outcomes say nothing and are
 // left out; other unknowns never return.
+//
+// In a cluster every change goes through Raft and is answered once the
+// client's node applied it, but reads (a passive declare, the management
+// API's bindings, a 404 decided before proposing) are answered from the
+// node's own state, as RabbitMQ's are, and may lag other nodes. What the
+// node promises is that a read reflects at least every change completed
+// anywhere before the invoke of the last change completed on that node
+// (it applied the log up to that change). So a read's call time is moved
+// back to that invoke: porcupine may place it anywhere from there on.
 func defOperations(hist []Event, scope string) (map[string][]porcupine.Operation, int) {
 	clients := map[string]int{}
 	invokes := map[int64]Event{}
+	floor := map[string]int64{}   // node → invoke time of its last completed change
+	readFrom := map[int64]int64{} // op → its node's floor at its invoke
 	done := map[int64]bool{}
 	parts := map[string][]porcupine.Operation{}
 	n := 0
@@ -114,8 +128,12 @@ func defOperations(hist []Event, scope string) (map[string][]porcupine.Operation
 		if _, ok := clients[inv.Proc]; !ok {
 			clients[inv.Proc] = len(clients)
 		}
+		call := inv.T
+		if scope == "cluster" && isReadAnswer(inv.F, out.status) {
+			call = min(call, readFrom[inv.Op])
+		}
 		parts[key] = append(parts[key], porcupine.Operation{ClientId: clients[inv.Proc],
-			Input: defInput{inv.F, inv.Key}, Call: inv.T, Output: out, Return: ret, Metadata: inv})
+			Input: defInput{inv.F, inv.Key}, Call: call, Output: out, Return: ret, Metadata: inv})
 	}
 	for _, e := range hist {
 		if !slices.Contains(defOps, e.F) {
@@ -123,6 +141,7 @@ func defOperations(hist []Event, scope string) (map[string][]porcupine.Operation
 		}
 		if e.Type == evInvoke {
 			invokes[e.Op] = e
+			readFrom[e.Op] = floor[e.Node]
 			n++
 			continue
 		}
@@ -133,14 +152,17 @@ func defOperations(hist []Event, scope string) (map[string][]porcupine.Operation
 		done[e.Op] = true
 		out := defOutput{status: e.Type, keys: e.Keys}
 		switch {
-		case e.Type == evFail && e.Err == errNotFound:
-			out.status = errNotFound
+		case e.Type == evFail && (e.Err == errNotFound || e.Err == errHomeDown):
+			out.status = e.Err
 		case e.Type != evOK:
 			out.status = evUnknown
 		}
 		ret := e.T
 		if out.status == evUnknown {
 			ret = math.MaxInt64
+		}
+		if out.status == evOK && !isReadAnswer(inv.F, out.status) {
+			floor[inv.Node] = max(floor[inv.Node], inv.T)
 		}
 		addOp(inv, out, ret)
 	}
@@ -150,6 +172,17 @@ func defOperations(hist []Event, scope string) (map[string][]porcupine.Operation
 		}
 	}
 	return parts, n
+}
+
+// isReadAnswer reports an answer a cluster node may give from its own
+// state: a read, a refusal because the queue is missing or its home is
+// down, and a delete-ok, which for a queue the node believes missing is
+// answered there without a proposal (as RabbitMQ answers it; the run's
+// deletes of missing queues come back in 0.1 ms, no Raft round). A real
+// delete placed earlier than its invoke is the price of that relaxation.
+func isReadAnswer(f, status string) bool {
+	return f == "exists" || f == "bindings" || status == errNotFound || status == errHomeDown ||
+		(f == "delete" && status == evOK)
 }
 
 // defCheckTimeout bounds porcupine's search of one partition; a search

@@ -23,7 +23,12 @@ var (
 	defOps    = []string{"declare", "delete", "bind", "unbind", "exists", "bindings"}
 )
 
-const errNotFound = "not-found"
+// Definite failures of a definition operation: the queue is missing, or it
+// exists and its home node is down (a cluster's 404 for that case).
+const (
+	errNotFound = "not-found"
+	errHomeDown = "home-down"
+)
 
 // defClient holds one connection and channel per node, opened when needed
 // and dropped on any error that is not a definite 404.
@@ -53,6 +58,14 @@ func (dc *defClient) channel(n *node) (*amqp.Channel, error) {
 	}
 	dc.chans[n] = ch
 	return ch, nil
+}
+
+// drop closes n's connection after an error that closed its channel.
+func (dc *defClient) drop(n *node) {
+	if c := dc.conns[n]; c != nil {
+		c.Close()
+		delete(dc.conns, n)
+	}
 }
 
 func (dc *defClient) close() {
@@ -91,16 +104,19 @@ func (w *workload) definitions(ctx context.Context, proc string, rnd *rand.Rand)
 		switch {
 		case err == nil:
 			w.h.complete(op, evOK, e)
+		case isHomeDown(err):
+			e.Err, e.Reason = errHomeDown, err.Error()
+			w.h.complete(op, evFail, e)
+			dc.drop(n)
 		case isNotFound(err):
-			e.Err = errNotFound
+			e.Err, e.Reason = errNotFound, err.Error()
 			w.h.complete(op, evFail, e)
 		default:
+			// A 541 refusal without a Raft majority stays unknown too: the
+			// proposal may have reached a leader's log and commit later.
 			e.Err = err.Error()
 			w.h.complete(op, evUnknown, e)
-			if c := dc.conns[n]; c != nil {
-				c.Close()
-				delete(dc.conns, n)
-			}
+			dc.drop(n)
 		}
 		sleepCtx(ctx, 20*time.Millisecond) // pace: the history stays checkable
 	}

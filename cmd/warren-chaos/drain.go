@@ -29,9 +29,12 @@ func recoverAndDrain(cfg config, nodes []*node, h *history) error {
 		return err
 	}
 	var failed []string
-	for _, n := range nodes {
-		err := drainNode(n, h)
-		e := Event{Proc: "drain", F: "drain", Node: n.name, Q: workQueue}
+	for i, q := range workQueues(cfg) {
+		// Each queue is drained on its home: the node's own queue, or in a
+		// cluster the node that declared it.
+		n := nodes[i]
+		err := drainQueue(n, q, h)
+		e := Event{Proc: "drain", F: "drain", Node: n.name, Q: q}
 		if err != nil {
 			e.Type, e.Err = evFail, err.Error()
 			failed = append(failed, n.name+": "+err.Error())
@@ -58,14 +61,14 @@ func resetFaults(n *node) {
 	os.Remove(filepath.Join(n.dataDir, "chaos-fill"))
 }
 
-// drainNode consumes n's work queue until it is empty.
-func drainNode(n *node, h *history) error {
+// drainQueue consumes queue q through node n until it is empty.
+func drainQueue(n *node, q string, h *history) error {
 	c, err := dial(n)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	deliveries, err := consume(c, "drain")
+	ds, err := consume(c, "drain", []string{q})
 	if err != nil {
 		return err
 	}
@@ -75,24 +78,24 @@ func drainNode(n *node, h *history) error {
 	}
 	deadline := time.Now().Add(drainTimeout)
 	for time.Now().Before(deadline) {
-		select {
-		case d, ok := <-deliveries:
-			if !ok {
-				return errors.New("drain consumer closed")
+		d, ok, idle := ds.next(time.After(drainIdle))
+		switch {
+		case idle:
+			st, err := probe.QueueDeclarePassive(q, true, false, false, false, nil)
+			if err != nil {
+				return err
 			}
+			if st.Messages == 0 {
+				return nil
+			}
+		case !ok:
+			return errors.New("drain consumer closed")
+		default:
 			h.record(Event{Proc: "drain", Type: evOK, F: "deliver", Node: n.name, ID: d.MessageId, Redelivered: d.Redelivered})
 			if err := d.Ack(false); err != nil {
 				return err
 			}
-		case <-time.After(drainIdle):
-			q, err := probe.QueueDeclarePassive(workQueue, true, false, false, false, nil)
-			if err != nil {
-				return err
-			}
-			if q.Messages == 0 {
-				return nil
-			}
 		}
 	}
-	return fmt.Errorf("%s still had messages after %v", n.name, drainTimeout)
+	return fmt.Errorf("%s on %s still had messages after %v", q, n.name, drainTimeout)
 }

@@ -27,6 +27,7 @@ type Event struct {
 	Keys        []string `json:"keys,omitempty"`
 	Redelivered bool     `json:"redelivered,omitempty"`
 	Err         string   `json:"err,omitempty"`
+	Reason      string   `json:"reason,omitempty"` // the broker's text of a definite failure
 }
 
 // Event types.

@@ -79,8 +79,8 @@ func runNodes(cfg config, nodes []*node, events *jsonLog, netem bool, stdout, st
 		fmt.Fprintln(stderr, "warren-chaos:", err)
 		return exitSetup
 	}
-	if err := declareWorkQueue(cfg, nodes); err != nil {
-		fmt.Fprintln(stderr, "warren-chaos: declare", workQueue+":", err)
+	if err := declareWorkQueues(cfg, nodes); err != nil {
+		fmt.Fprintln(stderr, "warren-chaos: declare the work queues:", err)
 		return exitSetup
 	}
 	hlog, err := createJSONLog(filepath.Join(cfg.RunDir, "history.jsonl"))
@@ -106,7 +106,7 @@ func runNodes(cfg config, nodes []*node, events *jsonLog, netem bool, stdout, st
 func runWorkload(cfg config, nodes []*node, h *history, events *jsonLog, netem bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration)
 	defer cancel()
-	w := &workload{cfg: cfg, nodes: nodes, h: h}
+	w := &workload{cfg: cfg, nodes: nodes, queues: workQueues(cfg), h: h}
 	w.start(ctx)
 	m := newNemesis(cfg, nodes, events, netem)
 	var wg sync.WaitGroup
@@ -142,28 +142,22 @@ func waitReady(nodes []*node) error {
 	return nil
 }
 
-// declareWorkQueue declares the durable work queue on each node (once in a
-// cluster, where every node then holds it).
-func declareWorkQueue(cfg config, nodes []*node) error {
-	targets := nodes
+// queueArgs are the work queues' declare arguments.
+func queueArgs(cfg config) amqp.Table {
+	if cfg.QueueType == "classic" {
+		return nil
+	}
+	return amqp.Table{"x-queue-type": cfg.QueueType}
+}
+
+// declareWorkQueues declares the durable work queue on each node, or in a
+// cluster each node's own work queue on it (its home).
+func declareWorkQueues(cfg config, nodes []*node) error {
 	if cfg.Scope == "cluster" {
-		targets = nodes[:1]
+		return declareClusterQueues(cfg, nodes)
 	}
-	var args amqp.Table
-	if cfg.QueueType != "classic" {
-		args = amqp.Table{"x-queue-type": cfg.QueueType}
-	}
-	for _, n := range targets {
-		c, err := dial(n)
-		if err != nil {
-			return err
-		}
-		ch, err := c.Channel()
-		if err == nil {
-			_, err = ch.QueueDeclare(workQueue, true, false, false, false, args)
-		}
-		c.Close()
-		if err != nil {
+	for _, n := range nodes {
+		if err := declareOn(n, workQueue, queueArgs(cfg)); err != nil {
 			return fmt.Errorf("%s: %w", n.name, err)
 		}
 	}

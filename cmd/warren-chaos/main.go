@@ -59,6 +59,8 @@ type config struct {
 	DefClients int           `json:"definition_clients"`
 	NodeArgs   []string      `json:"node_args"`
 	Scope      string        `json:"scope"` // node: independent nodes; cluster: one shared state
+	// ClusterSecret is the run's cluster-secret with -scope cluster.
+	ClusterSecret string `json:"cluster_secret,omitempty"`
 }
 
 var families = []string{"crash", "pause", "partition", "netem", "disk", "mixed"}
@@ -178,11 +180,17 @@ func runOuter(cfg config, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "warren-chaos:", err)
 		return exitSetup
 	}
+	if cfg.Scope == "cluster" && cfg.ClusterSecret == "" {
+		if cfg.ClusterSecret, err = newClusterSecret(); err != nil {
+			fmt.Fprintln(stderr, "warren-chaos:", err)
+			return exitSetup
+		}
+	}
 	if err := writeConfig(cfg); err != nil {
 		fmt.Fprintln(stderr, "warren-chaos:", err)
 		return exitSetup
 	}
-	fmt.Fprintf(stdout, "warren-chaos: run %s (family %s, seed %d, %d node(s), %v)\n", cfg.RunDir, cfg.Family, cfg.Seed, cfg.Nodes, cfg.Duration)
+	fmt.Fprintf(stdout, "warren-chaos: run %s (family %s, seed %d, %d node(s), scope %s, %v)\n", cfg.RunDir, cfg.Family, cfg.Seed, cfg.Nodes, cfg.Scope, cfg.Duration)
 	code := reexecInNamespaces(cfg, stdout, stderr)
 	if code != exitOK {
 		return code

@@ -54,6 +54,9 @@ func newNode(cfg config, i int, events *jsonLog) *node {
 		// A small per-node tmpfs is the disk family's disk.
 		"--disk-free-limit", "1048576",
 	}
+	if cfg.Scope == "cluster" {
+		n.args = append(n.args, clusterArgs(cfg, n)...)
+	}
 	r := strings.NewReplacer("{node}", n.name, "{ip}", n.ip, "{peers}", strings.Join(peers, ","))
 	for _, a := range cfg.NodeArgs {
 		n.args = append(n.args, r.Replace(a))

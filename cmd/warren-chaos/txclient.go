@@ -24,11 +24,11 @@ func (w *workload) txConsumer(ctx context.Context, proc string, rnd *rand.Rand) 
 		if err := ch.Qos(50, 0, false); err != nil {
 			return err
 		}
-		deliveries, err := ch.Consume(workQueue, proc, false, false, false, false, nil)
+		deliveries, err := consumeOn(c, ch, proc, w.queues)
 		if err != nil {
 			return err
 		}
-		for ctx.Err() == nil {
+		for end := time.Now().Add(sessionLife); ctx.Err() == nil && time.Now().Before(end); {
 			batch, open := w.collect(proc, n, deliveries)
 			if len(batch) > 0 {
 				if err := w.commitAcks(proc, n, ch, batch); err != nil {
@@ -44,21 +44,20 @@ func (w *workload) txConsumer(ctx context.Context, proc string, rnd *rand.Rand) 
 }
 
 // collect takes up to 10 deliveries, waiting at most 300 ms for the next.
-func (w *workload) collect(proc string, n *node, deliveries <-chan amqp.Delivery) ([]amqp.Delivery, bool) {
+func (w *workload) collect(proc string, n *node, ds *deliveries) ([]amqp.Delivery, bool) {
 	var batch []amqp.Delivery
 	idle := time.NewTimer(300 * time.Millisecond)
 	defer idle.Stop()
 	for len(batch) < 10 {
-		select {
-		case d, ok := <-deliveries:
-			if !ok {
-				return batch, false
-			}
-			w.recordDelivery(proc, "deliver", n, d)
-			batch = append(batch, d)
-		case <-idle.C:
+		d, ok, timedOut := ds.next(idle.C)
+		switch {
+		case timedOut:
 			return batch, true
+		case !ok:
+			return batch, false
 		}
+		w.recordDelivery(proc, "deliver", n, d)
+		batch = append(batch, d)
 	}
 	return batch, true
 }

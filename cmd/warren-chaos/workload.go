@@ -12,8 +12,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// workQueue is the queue every node holds: today each node has its own
-// durable classic queue of that name; in a cluster it is one queue.
+// workQueue is the queue every independent node holds, each its own
+// durable queue of that name; a cluster has one per node (workQueues).
 const workQueue = "chaos.q"
 
 // Client timeouts: a paused or cut-off node must turn into an unknown
@@ -28,9 +28,10 @@ const (
 // workload runs the clients against the nodes until its context ends.
 type workload struct {
 	cfg   config
-	nodes []*node
-	h     *history
-	wg    sync.WaitGroup
+	nodes  []*node
+	queues []string // the work queues (workQueues)
+	h      *history
+	wg     sync.WaitGroup
 }
 
 // dial connects to node n with heartbeats and a bounded handshake, only
@@ -112,7 +113,8 @@ func (w *workload) publisher(ctx context.Context, proc string, rnd *rand.Rand) {
 		confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 64))
 		returns := ch.NotifyReturn(make(chan amqp.Return, 64))
 		for ctx.Err() == nil {
-			if err := w.publishWindow(proc, &seq, n, ch, confirms, returns); err != nil {
+			q := w.queues[rnd.IntN(len(w.queues))]
+			if err := w.publishWindow(proc, &seq, n, q, ch, confirms, returns); err != nil {
 				return err
 			}
 			if next = next.Add(pace); time.Until(next) > 0 {
@@ -130,7 +132,7 @@ type pending struct {
 	id string
 }
 
-func (w *workload) publishWindow(proc string, seq *int, n *node, ch *amqp.Channel, confirms <-chan amqp.Confirmation, returns <-chan amqp.Return) error {
+func (w *workload) publishWindow(proc string, seq *int, n *node, q string, ch *amqp.Channel, confirms <-chan amqp.Confirmation, returns <-chan amqp.Return) error {
 	inflight := map[uint64]pending{}
 	defer func() { // whatever is left has no known outcome
 		for _, p := range inflight {
@@ -140,13 +142,13 @@ func (w *workload) publishWindow(proc string, seq *int, n *node, ch *amqp.Channe
 	for k := 0; k < 10; k++ {
 		*seq++
 		id := fmt.Sprintf("%s-%d", proc, *seq)
-		op := w.h.invoke(Event{Proc: proc, F: "publish", ID: id, Node: n.name, Q: workQueue})
+		op := w.h.invoke(Event{Proc: proc, F: "publish", ID: id, Node: n.name, Q: q})
 		if op == 0 {
 			return errBudget
 		}
 		tag := ch.GetNextPublishSeqNo()
 		inflight[tag] = pending{op, id}
-		err := ch.Publish("", workQueue, true, false, amqp.Publishing{
+		err := ch.Publish("", q, true, false, amqp.Publishing{
 			MessageId: id, DeliveryMode: amqp.Persistent, Body: []byte(id),
 		})
 		if err != nil {
@@ -208,25 +210,38 @@ func (w *workload) recordDelivery(proc, f string, n *node, d amqp.Delivery) {
 	w.h.record(Event{Proc: proc, Type: evOK, F: f, Node: n.name, ID: d.MessageId, Redelivered: d.Redelivered})
 }
 
+// sessionLife ends a consumer's session after a while, so a queue whose
+// home was down when it subscribed gets a consumer again once it is back.
+const sessionLife = 15 * time.Second
+
 // consumer consumes with manual acks and prefetch 50, acking each delivery.
 func (w *workload) consumer(ctx context.Context, proc string, rnd *rand.Rand) {
 	w.session(ctx, rnd, func(ctx context.Context, n *node, c *amqp.Connection) error {
-		deliveries, err := consume(c, proc)
+		ds, err := consume(c, proc, w.queues)
 		if err != nil {
 			return err
 		}
-		for d := range deliveries {
+		end := time.After(sessionLife)
+		for {
+			d, ok, done := ds.next(end)
+			switch {
+			case done:
+				return nil
+			case !ok:
+				return errors.New("deliveries closed")
+			}
 			w.recordDelivery(proc, "deliver", n, d)
 			w.h.record(Event{Proc: proc, Type: evInfo, F: "ack", Node: n.name, ID: d.MessageId})
 			if err := d.Ack(false); err != nil {
 				return err
 			}
 		}
-		return errors.New("deliveries closed")
 	})
 }
 
-func consume(c *amqp.Connection, tag string) (<-chan amqp.Delivery, error) {
+// consume opens one channel with prefetch 50 and a manual-ack consumer on
+// each queue that can be reached.
+func consume(c *amqp.Connection, tag string, queues []string) (*deliveries, error) {
 	ch, err := c.Channel()
 	if err != nil {
 		return nil, err
@@ -234,7 +249,40 @@ func consume(c *amqp.Connection, tag string) (<-chan amqp.Delivery, error) {
 	if err := ch.Qos(50, 0, false); err != nil {
 		return nil, err
 	}
-	return ch.Consume(workQueue, tag, false, false, false, false, nil)
+	return consumeOn(c, ch, tag, queues)
+}
+
+// consumeOn consumes the queues on ch, leaving out those whose home node
+// is down (a cluster's 404, which would close ch), as found by a passive
+// declare on a probe channel: a client consuming a work queue that is
+// unreachable consumes the others meanwhile.
+func consumeOn(c *amqp.Connection, ch *amqp.Channel, tag string, queues []string) (*deliveries, error) {
+	var srcs []<-chan amqp.Delivery
+	for i, q := range queues {
+		if len(queues) > 1 {
+			probe, err := c.Channel()
+			if err != nil {
+				return nil, err
+			}
+			_, err = probe.QueueDeclarePassive(q, true, false, false, false, nil)
+			if isHomeDown(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			probe.Close()
+		}
+		src, err := ch.Consume(q, fmt.Sprintf("%s.%d", tag, i), false, false, false, false, nil)
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, src)
+	}
+	if len(srcs) == 0 {
+		return nil, errors.New("no work queue reachable")
+	}
+	return newDeliveries(srcs), nil
 }
 
 // getter polls with basic.get and acks what it gets.
@@ -244,8 +292,8 @@ func (w *workload) getter(ctx context.Context, proc string, rnd *rand.Rand) {
 		if err != nil {
 			return err
 		}
-		for ctx.Err() == nil {
-			d, ok, err := ch.Get(workQueue, false)
+		for i := 0; ctx.Err() == nil; i++ {
+			d, ok, err := ch.Get(w.queues[i%len(w.queues)], false)
 			if err != nil {
 				return err
 			}
