@@ -27,7 +27,7 @@ const (
 
 // workload runs the clients against the nodes until its context ends.
 type workload struct {
-	cfg   config
+	cfg    config
 	nodes  []*node
 	queues []string // the work queues (workQueues)
 	h      *history
