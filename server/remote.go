@@ -223,6 +223,6 @@ func (s *Server) NodeDown(node string) {
 		rc.c.sink.cancelled(rc.c)
 	}
 	if sink != nil {
-		sink.lose()
+		sink.lose(nil)
 	}
 }

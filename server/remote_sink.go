@@ -40,7 +40,8 @@ type sinkConsumer struct {
 type pushItem struct {
 	kind uint64
 	key  uint64
-	sc   *sinkConsumer
+	sc   *sinkConsumer // nil: the consumer was no longer known here (orphan)
+	c    *consumer     // the consumer the queue delivered to
 	m    outgoing
 }
 
@@ -91,7 +92,11 @@ func (s *remoteSink) deliver(c *consumer, m outgoing) {
 	if sc != nil && !c.noAck {
 		sc.out[m.id] = struct{}{}
 	}
-	s.buf = append(s.buf, pushItem{kind: pushDeliver, key: key, sc: sc, m: m})
+	// sc is nil when the queue delivered to a consumer the sink forgot an
+	// instant ago (its cancel or its node's loss between taking it here and
+	// unsubscribing it from the queue): the item still carries c, so a
+	// refused or failed push returns the delivery to the queue.
+	s.buf = append(s.buf, pushItem{kind: pushDeliver, key: key, sc: sc, c: c, m: m})
 	s.mu.Unlock()
 	s.signal()
 }
@@ -225,7 +230,7 @@ func (s *remoteSink) push() bool {
 	if err != nil {
 		if s.r.ctx.Err() == nil {
 			s.r.s.log.Warn("consumers' node lost: cancelling its consumers and requeueing their deliveries", "node", s.node, "err", err)
-			s.lose()
+			s.lose(items)
 		}
 		return true
 	}
@@ -242,8 +247,8 @@ func (s *remoteSink) push() bool {
 		}
 	}
 	for _, it := range items {
-		if it.kind == pushDeliver && it.sc != nil && refused[ref{it.key, it.m.id}] {
-			s.requeue(it.sc, it.key, it.m.id)
+		if it.kind == pushDeliver && refused[ref{it.key, it.m.id}] {
+			s.requeue(it)
 		}
 	}
 	return true
@@ -273,26 +278,43 @@ func (s *remoteSink) takeBatchLocked() []pushItem {
 }
 
 // requeue returns one delivery the node refused (its consumer was
-// cancelled there meanwhile).
-func (s *remoteSink) requeue(sc *sinkConsumer, key, id uint64) {
-	s.mu.Lock()
-	delete(sc.out, id)
-	s.mu.Unlock()
-	if sc.c.noAck {
+// cancelled there meanwhile) or did not take.
+func (s *remoteSink) requeue(it pushItem) {
+	if it.sc != nil {
+		s.mu.Lock()
+		delete(it.sc.out, it.m.id)
+		s.mu.Unlock()
+	}
+	if it.c.noAck {
 		return // settled when it was delivered
 	}
-	sc.q.h.settle([]delivery{{q: sc.q.h, c: sc.c, id: id}}, settleRequeue)
+	it.c.q.settle([]delivery{{q: it.c.q, c: it.c, id: it.m.id}}, settleRequeue)
 }
 
-// lose cancels every consumer of the node and requeues what they held.
-func (s *remoteSink) lose() {
+// lose cancels every consumer of the node and requeues what they held;
+// failed is the push the node did not take. Deliveries of consumers the
+// sink no longer knew (orphans, or cancelled while their push was on its
+// way) are in no lost consumer's set: they are requeued from the failed
+// push and the buffer.
+func (s *remoteSink) lose(failed []pushItem) {
 	s.mu.Lock()
 	lost, gets := s.consumers, s.gets
 	s.consumers = make(map[uint64]*sinkConsumer)
 	s.keys = make(map[*consumer]uint64)
 	s.gets = make(map[*Queue]map[uint64]struct{})
+	orphans := failed[:len(failed):len(failed)]
+	orphans = append(orphans, s.buf...)
 	s.buf = nil
 	s.mu.Unlock()
+	held := make(map[*sinkConsumer]bool, len(lost))
+	for _, sc := range lost {
+		held[sc] = true
+	}
+	for _, it := range orphans {
+		if it.kind == pushDeliver && !held[it.sc] {
+			s.requeue(it) // its consumer's set, if any, left with its cancel
+		}
+	}
 	for q, set := range gets {
 		ds := make([]delivery, 0, len(set))
 		for id := range set {

@@ -67,3 +67,41 @@ func TestRemoteTxCommitWaitsForHome(t *testing.T) {
 		t.Fatalf("the home holds %d unsettled deliveries, want 1: the ack whose commit failed never reached it", n)
 	}
 }
+
+// TestRemoteOrphanDeliveryRequeued: a delivery the queue makes to a remote
+// consumer in the instant between the sink forgetting it and the queue
+// unsubscribing it (a cancel, or its node's loss) is pushed to a node that
+// no longer has the consumer; the refusal returns it to the queue. Before,
+// it stayed unacked on the home, held by no one, until the home restarted:
+// warren-chaos -scope cluster counted such messages lost (confirmed,
+// never delivered) after the node holding the consumers was killed.
+func TestRemoteOrphanDeliveryRequeued(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a, b := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	_, sub := b.channel(t)
+	must(t, sub.Qos(10, 0, false))
+	_, err := sub.Consume("q", "ctag", false, false, false, false, nil)
+	must(t, err)
+	waitFor(t, 5*time.Second, "the consumer on the home", func() bool { _, n := homeCounts(a, "q"); return n == 1 })
+
+	sink := a.remote.sinkFor("warren@b")
+	sink.mu.Lock()
+	var key uint64
+	for k := range sink.consumers {
+		key = k
+	}
+	sink.mu.Unlock()
+	sc := sink.take(key) // the cancel's first step; the queue still delivers to it
+	release := net.holdMethod(rpcDeliver)
+	_, pub := a.channel(t)
+	must(t, pub.Publish("", "q", false, false, amqp091.Publishing{Body: []byte("m"), DeliveryMode: amqp091.Persistent}))
+	waitFor(t, 5*time.Second, "the delivery to the forgotten consumer", func() bool { return homePending(a, "q") == 1 })
+	sc.q.h.cancel(sc.c) // the cancel's second step
+	release()
+	waitFor(t, 5*time.Second, "the refused delivery back in the queue", func() bool {
+		ready, _ := homeCounts(a, "q")
+		return ready == 1 && homePending(a, "q") == 0
+	})
+}
