@@ -24,12 +24,29 @@ func TestMain(m *testing.M) {
 // cannot be made fail it. WARREN_CHAOS_SEED, _FAMILY, _DURATION, _NODES
 // and _DIR (kept after the test) vary it.
 func TestChaosShort(t *testing.T) {
+	cfg := config{Nodes: 1, Seed: 1, Duration: 60 * time.Second, Family: "crash",
+		FaultMin: 3 * time.Second, FaultMax: 6 * time.Second, DiskMB: 64, QueueType: "classic",
+		MaxOps: 2_000_000, Publishers: 3, PubRate: 500, Consumers: 2, DefClients: 2, Scope: "node"}
+	runChaosTest(t, cfg)
+}
+
+// TestChaosClusterShort is the cluster's CI run next to TestChaosShort:
+// three nodes forming one Warren cluster (-scope cluster), the crash
+// family for 75 s with 5-10 s faults (a killed node must be declared dead
+// by gossip, about 7 s, for its remote consumers to be dropped), then the
+// checker. The same guard and variables as TestChaosShort.
+func TestChaosClusterShort(t *testing.T) {
+	cfg := config{Nodes: 3, Seed: 1, Duration: 75 * time.Second, Family: "crash",
+		FaultMin: 5 * time.Second, FaultMax: 10 * time.Second, DiskMB: 64, QueueType: "classic",
+		MaxOps: 2_000_000, Publishers: 3, PubRate: 500, Consumers: 2, DefClients: 2, Scope: "cluster"}
+	runChaosTest(t, cfg)
+}
+
+func runChaosTest(t *testing.T, cfg config) {
 	if os.Getenv("WARREN_CHAOS") != "1" {
 		t.Skip("set WARREN_CHAOS=1 to run the fault harness (needs unshare and iproute2)")
 	}
-	cfg := config{Nodes: 1, Seed: 1, Duration: 60 * time.Second, Family: "crash",
-		FaultMin: 3 * time.Second, FaultMax: 6 * time.Second, DiskMB: 64, QueueType: "classic",
-		MaxOps: 2_000_000, Publishers: 3, PubRate: 500, Consumers: 2, DefClients: 2, Scope: "node", RunDir: t.TempDir()}
+	cfg.RunDir = t.TempDir()
 	if v := os.Getenv("WARREN_CHAOS_SEED"); v != "" {
 		seed, err := strconv.ParseUint(v, 10, 64)
 		must(t, err)
@@ -49,7 +66,7 @@ func TestChaosShort(t *testing.T) {
 		cfg.Nodes = n
 	}
 	if v := os.Getenv("WARREN_CHAOS_DIR"); v != "" {
-		cfg.RunDir = filepath.Join(v, time.Now().UTC().Format("20060102T150405"))
+		cfg.RunDir = filepath.Join(v, time.Now().UTC().Format("20060102T150405")+"-"+cfg.Scope)
 	}
 	must(t, cfg.validate())
 	var out bytes.Buffer

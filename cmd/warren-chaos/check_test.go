@@ -137,15 +137,68 @@ func TestCheckUnknownDefinitionMayHaveHappened(t *testing.T) {
 	}
 }
 
+// defOn records a definition operation of proc on node, completing
+// before the next one starts; outcome evFail is a 404 (errNotFound) unless
+// reason says otherwise.
+func (b *histBuilder) defOn(node, proc, f, q, key, outcome, reason string) *histBuilder {
+	b.op++
+	b.add(Event{Proc: proc, Type: evInvoke, F: f, Op: b.op, Node: node, Q: q, Key: key})
+	e := Event{Proc: proc, Type: outcome, F: f, Op: b.op, Node: node, Q: q, Key: key}
+	switch {
+	case reason != "":
+		e.Err = reason
+	case outcome == evFail:
+		e.Err = errNotFound
+	}
+	return b.add(e)
+}
+
 // With independent nodes the same queue name on two nodes is two objects;
-// in a cluster it is one.
+// in a cluster it is one, and a node's reads may lag the others until the
+// node has itself completed a later change.
 func TestCheckDefinitionScope(t *testing.T) {
 	b := &histBuilder{}
 	b.def("def-0", "declare", "q", "", evOK)
-	b.add(Event{Proc: "def-1", Type: evInvoke, F: "exists", Op: 99, Node: "w2", Q: "q"})
-	b.add(Event{Proc: "def-1", Type: evFail, F: "exists", Op: 99, Node: "w2", Q: "q", Err: errNotFound})
+	b.defOn("w2", "def-1", "exists", "q", "", evFail, "")
 	wantKinds(t, check(b.hist, nil, "node", ""))
+	wantKinds(t, check(b.hist, nil, "cluster", "")) // w2 had not applied the declare yet
+	b.defOn("w2", "def-1", "bind", "q", "k0", evOK, "")
+	b.defOn("w2", "def-1", "exists", "q", "", evFail, "") // after w2 applied a later change
+	wantKinds(t, check(b.hist, nil, "node", ""), "definitions-not-linearizable:w2/q")
 	wantKinds(t, check(b.hist, nil, "cluster", ""), "definitions-not-linearizable:q")
+}
+
+// A cluster's 404 for a queue whose home is down says the queue exists.
+func TestCheckHomeDownMeansExists(t *testing.T) {
+	b := &histBuilder{}
+	b.def("def-0", "declare", "q", "", evOK).defOn("w1", "def-0", "delete", "q", "", evFail, errHomeDown)
+	b.defOn("w1", "def-0", "bind", "q", "k0", evOK, "")
+	wantKinds(t, check(b.hist, nil, "cluster", ""))
+	b = &histBuilder{}
+	b.defOn("w1", "def-0", "exists", "r", "", evFail, errHomeDown) // r was never declared
+	wantKinds(t, check(b.hist, nil, "cluster", ""), "definitions-not-linearizable:r")
+}
+
+// A node cut from the majority may answer from its frozen state but must
+// not accept a change: a delete-ok and a declare-ok of one queue there
+// cannot both be no-ops. Its 541 refusals are counted.
+func TestCheckMinorityAcceptedChange(t *testing.T) {
+	b := &histBuilder{}
+	b.def("def-0", "declare", "q", "", evOK)
+	cut := b.t
+	b.t += int64(minorityGrace)
+	b.defOn("w1", "def-0", "declare", "q", "", evOK, "").defOn("w1", "def-0", "exists", "q", "", evOK, "")
+	b.defOn("w1", "def-0", "bind", "q", "k1", evUnknown, "Exception (541) Reason: \"INTERNAL_ERROR - failed to bind ... ("+noMajorityText+": no Raft majority within 10s)\"")
+	nem := []nemesisEvent{{T: cut, Event: "fault", Family: "partition", Kind: "majority-minority", Nodes: []string{"w1"}},
+		{T: b.t + 1_000_000_000, Event: "heal", Family: "partition", Kind: "majority-minority", Nodes: []string{"w1"}}}
+	s := check(b.hist, nem, "cluster", "")
+	wantKinds(t, s)
+	if s.MinorityRefusals != 1 || s.MinorityAnswers != 2 {
+		t.Errorf("minority refusals %d answers %d, want 1 and 2", s.MinorityRefusals, s.MinorityAnswers)
+	}
+	b.defOn("w1", "def-0", "delete", "q", "", evOK, "")
+	nem[1].T = b.t + 1
+	wantKinds(t, check(b.hist, nem, "cluster", ""), "minority-accepted-change:0/w1/q")
 }
 
 func TestUnavailabilityIsTimeToNextConfirm(t *testing.T) {
