@@ -221,7 +221,21 @@ func (r *remoteQueues) handleDelete(_ context.Context, _ string, payload []byte)
 		return nil, rd.err
 	}
 	n := 0
-	if vh := r.s.Vhost(vhost); vh != nil && r.localQueue(vh, name) != nil {
+	vh := r.s.Vhost(vhost)
+	q := r.localQueue(vh, name)
+	switch {
+	case q == nil:
+	case r.s.cluster != nil:
+		// In a cluster the asking node proposes the one definition delete,
+		// which removes the queue here too when it applies; the home only
+		// checks the flags against its own counts. Deleting it here as well
+		// would be a second entry that deletes by name whatever queue has
+		// the name when it commits: one declared again meanwhile.
+		if aerr := q.h.deletable(ifUnused, ifEmpty); aerr != nil {
+			return refusedAnswer(aerr), nil
+		}
+		n, _ = q.h.counts()
+	default:
 		var aerr *amqp.Error
 		if n, aerr = vh.deleteQueue(nil, name, ifUnused, ifEmpty); aerr != nil {
 			return refusedAnswer(aerr), nil

@@ -494,9 +494,10 @@ func (vh *Vhost) deleteQueue(c *conn, name string, ifUnused, ifEmpty bool) (int,
 // deleteAtHome deletes q on its home node first when it is homed on
 // another node, with queue.delete's flags, which the home checks against
 // its own counts, and returns the ready messages the home dropped; -1 for a
-// queue homed here. The definition here goes after it (in a cluster the
-// home's delete has removed it everywhere already). It waits for the home,
-// so it runs without Vhost.mu.
+// queue homed here. The definition here goes after it; in a cluster the
+// home only checks and counts, and this definition delete, through Raft,
+// is the one that removes the queue everywhere, its home included. It
+// waits for the home, so it runs without Vhost.mu.
 func deleteAtHome(q *Queue, ifUnused, ifEmpty bool) (int, *amqp.Error) {
 	rq, ok := q.h.(*remoteQueue)
 	if !ok {
