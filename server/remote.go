@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -97,7 +98,13 @@ type remoteQueues struct {
 // before clients connect.
 func (s *Server) enableRemoteQueues(node string, peers peerCaller, reg peerRegistrar) {
 	r := &remoteQueues{s: s, node: node, peers: peers, links: make(map[string]*homeLink),
-		consumers: make(map[uint64]*remoteConsumer), sinks: make(map[string]*remoteSink)}
+		consumers: make(map[uint64]*remoteConsumer), sinks: make(map[string]*remoteSink),
+		// Keys start at a random point of their own per process: a home
+		// that has not yet noticed this node's restart still holds
+		// consumers under the previous process's keys, and a key reused
+		// here would give their deliveries (and this node's acks for them)
+		// to another consumer, possibly of another queue.
+		nextKey: uint64(rand.Uint32()) << 32}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	s.remote = r
 	r.registerHome(reg)

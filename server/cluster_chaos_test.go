@@ -48,3 +48,45 @@ func TestClusterRemoteDeleteCommitsOnce(t *testing.T) {
 		}
 	}
 }
+
+// ingressKeys are the keys node n names its consumers of remote queues by.
+func ingressKeys(n *clusterNode) []uint64 {
+	r := n.remote
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var keys []uint64
+	for k := range r.consumers {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// TestClusterIngressKeysDifferAcrossRestarts: a node restarted before its
+// peers notice (a kill -9 and a restart within gossip's ~7 s suspicion)
+// must not name its new remote consumers with the keys of the old
+// process's, which the home still holds: the home would push the old
+// consumer's deliveries to the new one (maybe on another queue) and take
+// its acks for them. warren-chaos -scope cluster restarts nodes so.
+func TestClusterIngressKeysDifferAcrossRestarts(t *testing.T) {
+	nodes := startTestCluster(t, 3, 3)
+	home := nodes[0]
+	_, hch := home.channel(t)
+	mustDeclareDurable(t, hch, "kq")
+	ingress := nodes[1]
+	waitFor(t, 10*time.Second, "kq on "+ingress.name, func() bool { return ingress.Vhost("/").queue("kq") != nil })
+	_, ch := ingress.channel(t)
+	_, err := ch.Consume("kq", "", false, false, false, false, nil)
+	must(t, err)
+	first := ingressKeys(ingress)
+	if len(first) != 1 {
+		t.Fatalf("consumer keys %v, want one", first)
+	}
+	ingress = ingress.restart(t)
+	r := ingress.remote
+	r.mu.Lock()
+	next := r.nextKey // the new process's keys are next+1, next+2, ...
+	r.mu.Unlock()
+	if next < first[0] && first[0] <= next+1_000_000 {
+		t.Fatalf("the restarted node's next consumer keys (from %d) reach %d, the key of the old process's consumer", next+1, first[0])
+	}
+}
