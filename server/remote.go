@@ -224,6 +224,9 @@ func (s *Server) NodeDown(node string) {
 		}
 	}
 	sink := r.sinks[node]
+	if l := r.links[node]; l != nil {
+		l.downs.Add(1)
+	}
 	r.mu.Unlock()
 	for _, rc := range lost {
 		rc.retire()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,5 +104,47 @@ func TestRemoteOrphanDeliveryRequeued(t *testing.T) {
 	waitFor(t, 5*time.Second, "the refused delivery back in the queue", func() bool {
 		ready, _ := homeCounts(a, "q")
 		return ready == 1 && homePending(a, "q") == 0
+	})
+}
+
+func (n *memNet) cutOneWay(from, to string, cut bool) {
+	n.mu.Lock()
+	n.cut[[2]string{from, to}] = cut
+	n.mu.Unlock()
+}
+
+// TestRemoteSettleRetriedUntilHomeAnswers: an ack the consumer's node could
+// not deliver to the home, which it cannot reach while the home reaches it
+// (a one-way partition: neither declares the other down), is sent again
+// once the home answers. Before, it was dropped, and the home held the
+// delivery for good; warren-chaos -scope cluster (partition, oneway w2 to
+// w3) counted such a message lost after the drain.
+func TestRemoteSettleRetriedUntilHomeAnswers(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a, b := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	_, pub := a.channel(t)
+	must(t, pub.Publish("", "q", false, false, amqp091.Publishing{Body: []byte("m"), DeliveryMode: amqp091.Persistent}))
+	_, sub := b.channel(t)
+	must(t, sub.Qos(10, 0, false))
+	ds, err := sub.Consume("q", "", false, false, false, false, nil)
+	must(t, err)
+	d := recvDelivery(t, ds)
+	var settles atomic.Int64
+	net.mu.Lock()
+	net.observe = func(method string, _ []byte) {
+		if method == rpcSettle {
+			settles.Add(1)
+		}
+	}
+	net.mu.Unlock()
+	net.cutOneWay("warren@b", "warren@a", true)
+	must(t, d.Ack(false))
+	waitFor(t, 5*time.Second, "a settlement sent into the cut", func() bool { return settles.Load() >= 1 })
+	net.cutOneWay("warren@b", "warren@a", false)
+	waitFor(t, 5*time.Second, "the ack on the home", func() bool {
+		ready, _ := homeCounts(a, "q")
+		return ready == 0 && homePending(a, "q") == 0
 	})
 }

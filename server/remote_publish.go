@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // A homeLink forwards one node's publishes and settlements to one home
@@ -31,6 +33,10 @@ type homeLink struct {
 
 	settles    []fwdSettle
 	settleKick chan struct{}
+	// downs counts the times the home was declared down (NodeDown):
+	// settlements that failed before are dropped then, not retried, since
+	// the home has returned or will return those deliveries itself.
+	downs atomic.Uint64
 }
 
 // fwdPublish is one message for one or more queues of the same home.
@@ -279,58 +285,103 @@ func (l *homeLink) settledDurably(vh string) error {
 	}
 }
 
-// settleLoop sends queued settlements until the node stops. A home that does
-// not answer loses them: it returns the deliveries of a node it lost.
+// Retries of settlements the home did not answer.
+const (
+	settleRetryMin = 200 * time.Millisecond
+	settleRetryMax = 2 * time.Second
+)
+
+// settleLoop sends queued settlements until the node stops. Settlements the
+// home did not answer are sent again, in order, until it answers or is
+// declared down: a home cut off in one direction only (it reaches this
+// node, this node not it) is never declared down, and a dropped requeue or
+// ack would leave its delivery held by the home for good. A home declared
+// down loses them: it returns the deliveries of a node it lost.
 func (l *homeLink) settleLoop() {
 	defer l.r.wg.Done()
+	var retry []fwdSettle // failed, for the home's current life
+	var retryDowns uint64
+	backoff := settleRetryMin
 	for {
-		select {
-		case <-l.settleKick:
-		case <-l.r.ctx.Done():
+		if len(retry) == 0 {
+			select {
+			case <-l.settleKick:
+			case <-l.r.ctx.Done():
+				return
+			}
+		} else if !sleepOrDone(l.r.ctx, backoff) {
 			return
 		}
 		l.mu.Lock()
-		ds := l.settles
+		ds := append(retry, l.settles...)
 		l.settles = nil
 		l.mu.Unlock()
+		if len(retry) > 0 && l.downs.Load() != retryDowns {
+			l.r.s.log.Warn("settlements dropped: their home node was declared down and returns the deliveries", "node", l.home, "count", len(retry))
+			ds = ds[len(retry):]
+		}
+		retry = nil
 		if len(ds) == 0 {
 			continue
 		}
-		var items []fwdSettle
-		var marks []chan error
-		vhosts := map[string]bool{}
-		for _, d := range ds {
-			if d.durable != nil {
-				marks = append(marks, d.durable)
-				vhosts[d.vhost] = true
-			} else {
-				items = append(items, d)
-			}
+		downs := l.downs.Load()
+		items, err := l.sendSettles(ds)
+		if err == nil {
+			backoff = settleRetryMin
+			continue
 		}
-		w := wireWriter{}
-		w.uint(uint64(len(items)))
-		for _, d := range items {
-			w.queueRef(d.q)
-			w.uint(uint64(d.kind))
-			w.uint(d.key)
-			w.uint(d.id)
+		l.r.s.log.Warn("settlements not delivered to the queue's home node: retrying", "node", l.home, "count", len(items), "err", err)
+		retry, retryDowns = items, downs
+		backoff = min(2*backoff, settleRetryMax)
+	}
+}
+
+// sendSettles sends one batch and answers its marks; it returns the
+// settlements of the batch (without the marks) and the call's error.
+func (l *homeLink) sendSettles(ds []fwdSettle) ([]fwdSettle, error) {
+	var items []fwdSettle
+	var marks []chan error
+	vhosts := map[string]bool{}
+	for _, d := range ds {
+		if d.durable != nil {
+			marks = append(marks, d.durable)
+			vhosts[d.vhost] = true
+		} else {
+			items = append(items, d)
 		}
-		w.uint(uint64(len(vhosts)))
-		for vh := range vhosts {
-			w.string(vh)
+	}
+	w := wireWriter{}
+	w.uint(uint64(len(items)))
+	for _, d := range items {
+		w.queueRef(d.q)
+		w.uint(uint64(d.kind))
+		w.uint(d.key)
+		w.uint(d.id)
+	}
+	w.uint(uint64(len(vhosts)))
+	for vh := range vhosts {
+		w.string(vh)
+	}
+	ans, err := l.r.call(l.home, rpcSettle, w.b, remoteCallTimeout)
+	if err == nil && len(marks) > 0 {
+		if _, aerr := readAnswer(ans, 0); aerr != nil {
+			err = aerr
 		}
-		ans, err := l.r.call(l.home, rpcSettle, w.b, remoteCallTimeout)
-		if err == nil && len(marks) > 0 {
-			_, aerr := readAnswer(ans, 0)
-			if aerr != nil {
-				err = aerr
-			}
-		}
-		if err != nil {
-			l.r.s.log.Warn("settlements not delivered to the queue's home node", "node", l.home, "count", len(items), "err", err)
-		}
-		for _, m := range marks {
-			m <- err
-		}
+	}
+	for _, m := range marks {
+		m <- err // a failed mark fails its tx.commit; the settlements are retried
+	}
+	return items, err
+}
+
+// sleepOrDone waits d or until ctx ends and reports whether d passed.
+func sleepOrDone(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

@@ -26,12 +26,14 @@ type memNet struct {
 	handlers map[string]map[string]peerHandler
 	down     map[string]bool
 	hold     map[string]chan struct{}
+	cut      map[[2]string]bool // from, to: calls that way fail (a one-way partition)
 	// observe, when set, sees every call's method and payload.
 	observe func(method string, payload []byte)
 }
 
 func newMemNet() *memNet {
-	return &memNet{handlers: make(map[string]map[string]peerHandler), down: make(map[string]bool), hold: make(map[string]chan struct{})}
+	return &memNet{handlers: make(map[string]map[string]peerHandler), down: make(map[string]bool), hold: make(map[string]chan struct{}),
+		cut: make(map[[2]string]bool)}
 }
 
 var errMemNodeDown = errors.New("memnet: node down")
@@ -53,7 +55,7 @@ func (p memPeer) Handle(method string, h peerHandler) {
 func (p memPeer) Call(ctx context.Context, node, method string, payload []byte) ([]byte, error) {
 	n := p.net
 	n.mu.Lock()
-	h, down, hold := n.handlers[node][method], n.down[node] || n.down[p.node], n.hold[method]
+	h, down, hold := n.handlers[node][method], n.down[node] || n.down[p.node] || n.cut[[2]string{p.node, node}], n.hold[method]
 	observe := n.observe
 	n.mu.Unlock()
 	if observe != nil {
