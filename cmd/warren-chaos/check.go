@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -201,18 +202,28 @@ const healGrace = 10 * time.Second
 
 // neverAvailable reports each heal after which no publish to the healed
 // nodes was confirmed again although publishes to them were still invoked
-// healGrace later: a node that did not recover from the fault. (The run's
-// last heal, after the workload stopped, is not judged.)
+// healGrace later, before the next fault: a node that did not recover
+// from the fault. (The run's last heal, after the workload stopped, is not
+// judged.)
 func neverAvailable(hist []Event, us []unavailability) []violation {
 	var out []violation
-	for _, u := range us {
+	for i, u := range us {
 		if u.Event != "heal" {
 			continue
+		}
+		// The span judged ends at the next fault: a publish to a node cut
+		// off again says nothing about the heal before.
+		end := int64(math.MaxInt64)
+		for _, next := range us[i+1:] {
+			if next.Event == "fault" {
+				end = next.T
+				break
+			}
 		}
 		var lastInvoke int64
 		confirmed := false
 		for _, e := range hist {
-			if e.T <= u.T || e.F != "publish" || !slices.Contains(u.Nodes, e.Node) {
+			if e.T <= u.T || e.T >= end || e.F != "publish" || !slices.Contains(u.Nodes, e.Node) {
 				continue
 			}
 			if e.Type == evOK {

@@ -231,4 +231,16 @@ func TestCheckFindsNoConfirmAfterHeal(t *testing.T) {
 	wantKinds(t, check(b.hist, nem, "node", ""), "no-confirm-after-heal:[w1]")
 	b.publish("m3", evOK).deliver("m3", false)
 	wantKinds(t, check(b.hist, nem, "node", ""))
+	// Publishes that fail only after the next fault began do not count
+	// against the heal (a cluster run cut the same node off again).
+	b = &histBuilder{}
+	b.publish("m1", evOK).deliver("m1", false)
+	heal = b.t + 1000
+	next := heal + 2000
+	nem = []nemesisEvent{{T: heal - 500, Event: "fault", Family: "partition", Kind: "majority-minority", Nodes: []string{"w1"}},
+		{T: heal, Event: "heal", Family: "partition", Kind: "majority-minority", Nodes: []string{"w1"}},
+		{T: next, Event: "fault", Family: "partition", Kind: "majority-minority", Nodes: []string{"w1"}}}
+	b.t = heal + int64(healGrace) + 1
+	b.publish("m2", evUnknown)
+	wantKinds(t, check(b.hist, nem, "node", ""))
 }
