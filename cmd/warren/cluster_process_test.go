@@ -302,11 +302,19 @@ func TestClusterSeparateProcesses(t *testing.T) {
 	// have reached the last node's log and commit once the others return
 	// (Raft never loses a committed entry, and this one was not). Every
 	// node must agree either way.
-	pollUntil(t, 30*time.Second, "every node agreeing on x-minority", func() error {
+	waitAgreeOnExchange(t, nodes, "x-minority")
+}
+
+// waitAgreeOnExchange polls until every node reports the same about
+// exchange name: all have it, or none.
+func waitAgreeOnExchange(t *testing.T, nodes []*procNode, name string) {
+	t.Helper()
+	var amqpErr *amqp091.Error
+	pollUntil(t, 30*time.Second, "every node agreeing on "+name, func() error {
 		seen := map[bool][]string{}
 		for _, n := range nodes {
 			err := n.onChannel(func(ch *amqp091.Channel) error {
-				return ch.ExchangeDeclarePassive("x-minority", "fanout", true, false, false, false, nil)
+				return ch.ExchangeDeclarePassive(name, "fanout", true, false, false, false, nil)
 			})
 			if err != nil && !(errors.As(err, &amqpErr) && amqpErr.Code == 404) {
 				return err
@@ -314,7 +322,7 @@ func TestClusterSeparateProcesses(t *testing.T) {
 			seen[err == nil] = append(seen[err == nil], n.name)
 		}
 		if len(seen) > 1 {
-			return fmt.Errorf("x-minority exists on %v and not on %v", seen[true], seen[false])
+			return fmt.Errorf("%s exists on %v and not on %v", name, seen[true], seen[false])
 		}
 		return nil
 	})
