@@ -13,7 +13,7 @@ func homePending(ts *testServer, name string) int {
 	q := ts.Vhost("/").queue(name)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.pending)
+	return q.pending.len()
 }
 
 func recvDelivery(t *testing.T, ds <-chan amqp091.Delivery) amqp091.Delivery {
