@@ -50,7 +50,9 @@ func TestRunShovels(t *testing.T) {
 	}
 	poll := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		// 30 s: under CI's parallel packages a start's meta.db and store
+		// fsyncs have been seen to take 10 s on this 2-core machine.
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s", what)
 			}
