@@ -444,7 +444,7 @@ func (s *Server) prepareDeleteQueue(c DeleteQueue) (prepared, error) {
 		// RabbitMQ 3.x answers delete-ok with 0 for a queue that does not exist.
 		return prepared{install: func() (any, error) { return 0, nil }}, nil
 	}
-	if aerr := q.h.deletable(c.IfUnused, c.IfEmpty); aerr != nil {
+	if aerr := queueDeletable(q, c.IfUnused, c.IfEmpty); aerr != nil {
 		return noop, refusal(aerr)
 	}
 	// The queue, its bindings and the exchanges that auto-delete with them

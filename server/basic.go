@@ -253,6 +253,11 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) *amqp.Error {
 	if perr != nil {
 		return perr
 	}
+	if q.quorum {
+		if err := checkQuorumConsume(q, m.Arguments, ch.globalPrefetch.Load() != 0); err != nil {
+			return err
+		}
+	}
 	c := &consumer{tag: tag, sink: ch, q: q.h, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.consumerPrefetch, args: m.Arguments, priority: prio}
 	ch.cmu.Lock()
 	ch.consumers[tag] = c

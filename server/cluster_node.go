@@ -353,7 +353,7 @@ func (s *Server) proposable(c Command) (Command, error) {
 	}
 	if vh := s.Vhost(d.Vhost); vh != nil {
 		if q := vh.queue(d.Name); q != nil {
-			if aerr := q.h.deletable(d.IfUnused, d.IfEmpty); aerr != nil {
+			if aerr := queueDeletable(q, d.IfUnused, d.IfEmpty); aerr != nil {
 				return nil, refusal(aerr)
 			}
 		}

@@ -38,6 +38,9 @@ type Queue struct {
 	// before the queue is installed, never changed.
 	home    string
 	created time.Time
+	// quorum is set for a quorum queue (fixed at declare, read without a
+	// lock by the channel's consume checks).
+	quorum bool
 
 	mu      sync.Mutex
 	ready   readySet
@@ -135,6 +138,7 @@ func newQueue(vh *Vhost, name string, durable, exclusive, autoDelete bool, args 
 		args: args, qa: qa, owner: owner, created: time.Now(), lastUsed: time.Now(),
 		bindings: make(map[bindingKey]struct{}), ready: newReadySet(qa.maxPriority),
 	}
+	q.quorum = qa.quorum != nil
 	q.h = kindOf(&qa).newHandle(q)
 	q.consumerTimeout.Store(int64(qa.consumerTimeout))
 	if qa.dedup {

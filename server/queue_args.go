@@ -34,6 +34,7 @@ type queueArgs struct {
 	dedupCacheSize  int
 	dedupCacheTTL   time.Duration
 	stream          *streamArgs // set for x-queue-type=stream (stream_args.go)
+	quorum          *quorumArgs // set for x-queue-type=quorum (quorum_args.go)
 }
 
 // argError is a 406 naming the offending argument, worded as RabbitMQ does.
@@ -98,6 +99,9 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueArgs, *amqp.Error
 		qa.stream = &sa
 		return qa, nil
 	}
+	if qtype == "quorum" {
+		return parseQuorumArgs(name, vhost, args, qa)
+	}
 	return parseClassicQueueArgs(name, vhost, args, qa)
 }
 
@@ -146,15 +150,13 @@ func optNonNegIntArg(name, vhost, key string, args amqp.Table) (int64, bool, *am
 	return n, err == nil, err
 }
 
-// parseClassicQueueArgs validates the arguments of a classic (or quorum)
-// queue into qa, with RabbitMQ 3.10's checks and reply texts.
+// parseClassicQueueArgs validates the arguments of a classic queue into
+// qa, with RabbitMQ 3.10's checks and reply texts.
 func parseClassicQueueArgs(name, vhost string, args amqp.Table, qa queueArgs) (queueArgs, *amqp.Error) {
-	if args["x-queue-type"] != "quorum" {
-		for _, k := range classicRefusedArgs {
-			if _, ok := args[k]; ok {
-				return qa, amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
-					"invalid arg '%s' for %s of queue type rabbit_classic_queue", k, describeQueue(name, vhost))
-			}
+	for _, k := range classicRefusedArgs {
+		if _, ok := args[k]; ok {
+			return qa, amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
+				"invalid arg '%s' for %s of queue type rabbit_classic_queue", k, describeQueue(name, vhost))
 		}
 	}
 	if err := parseDeadLettering(name, vhost, args, &qa); err != nil {
@@ -223,6 +225,11 @@ func parseQueueLimits(name, vhost string, args amqp.Table, qa *queueArgs) *amqp.
 		}
 		qa.maxPriority = uint8(n)
 	}
+	return parseOverflow(name, vhost, args, qa)
+}
+
+// parseOverflow reads x-overflow.
+func parseOverflow(name, vhost string, args amqp.Table, qa *queueArgs) *amqp.Error {
 	if v, ok := args["x-overflow"]; ok {
 		s, isStr := v.(string)
 		if !isStr {

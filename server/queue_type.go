@@ -25,6 +25,9 @@ func kindOf(qa *queueArgs) queueKind {
 	if qa.stream != nil {
 		return streamKind{}
 	}
+	if qa.quorum != nil {
+		return quorumKind{}
+	}
 	return classicKind{}
 }
 
