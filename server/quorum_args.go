@@ -24,6 +24,9 @@ type quorumArgs struct {
 	groupSize int
 	// leaderLocator is x-queue-leader-locator as declared ("" when absent).
 	leaderLocator string
+	// atLeastOnceAsked: x-dead-letter-strategy at-least-once, served as
+	// at-most-once (checkDeadLetterStrategy).
+	atLeastOnceAsked bool
 }
 
 // quorumRefusedArgs are rabbit_queue_type:arguments(queue_arguments) less
@@ -49,7 +52,8 @@ func parseQuorumArgs(name, vhost string, args amqp.Table, qa queueArgs) (queueAr
 	if err := parseDeadLettering(name, vhost, args, &qa); err != nil {
 		return qa, err
 	}
-	if err := checkDeadLetterStrategy(name, vhost, args); err != nil {
+	atLeastOnce, err := checkDeadLetterStrategy(name, vhost, args)
+	if err != nil {
 		return qa, err
 	}
 	for _, k := range []string{"x-max-length", "x-max-length-bytes", "x-max-in-memory-length", "x-max-in-memory-bytes"} {
@@ -81,7 +85,7 @@ func parseQuorumArgs(name, vhost string, args amqp.Table, qa queueArgs) (queueAr
 		}
 		qa.singleActive = b
 	}
-	qq := quorumArgs{groupSize: defaultQuorumGroupSize}
+	qq := quorumArgs{groupSize: defaultQuorumGroupSize, atLeastOnceAsked: atLeastOnce}
 	if v, ok := args["x-quorum-initial-group-size"]; ok {
 		n, err := nonNegIntArg(name, vhost, "x-quorum-initial-group-size", v)
 		if err != nil {
@@ -112,26 +116,25 @@ func parseQuorumArgs(name, vhost string, args amqp.Table, qa queueArgs) (queueAr
 	return parseQueueExtensions(name, vhost, args, qa)
 }
 
-// checkDeadLetterStrategy is rabbit_amqqueue:check_dlxstrategy_arg. Only
-// at-most-once is served: at-least-once (settle a dead-lettered message
-// once the target confirmed it) is not built, so it is refused rather than
-// accepted and ignored.
-func checkDeadLetterStrategy(name, vhost string, args amqp.Table) *amqp.Error {
+// checkDeadLetterStrategy is rabbit_amqqueue:check_dlxstrategy_arg; it
+// reports whether at-least-once was asked for. That strategy (settle a
+// dead-lettered message only once its target confirmed it) is not built:
+// the queue dead-letters at most once and logs so at every start
+// (quorumQueue), as RabbitMQ 3.10 does when at-least-once meets drop-head.
+// Refusing it would refuse RabbitMQ's own definitions exports.
+func checkDeadLetterStrategy(name, vhost string, args amqp.Table) (bool, *amqp.Error) {
 	v, ok := args["x-dead-letter-strategy"]
 	if !ok {
-		return nil
+		return false, nil
 	}
 	s, isStr := v.(string)
 	switch {
 	case !isStr:
-		return argError(name, vhost, "x-dead-letter-strategy", "{unacceptable_type,%s}", argTypeName(v))
-	case s == "at-least-once":
-		return amqp.NewError(amqp.PreconditionFailed, methodQueueDeclare,
-			"x-dead-letter-strategy at-least-once is not supported by Warren yet (%s)", describeQueue(name, vhost))
-	case s != "at-most-once":
-		return argError(name, vhost, "x-dead-letter-strategy", "invalid_dlx_strategy")
+		return false, argError(name, vhost, "x-dead-letter-strategy", "{unacceptable_type,%s}", argTypeName(v))
+	case s != "at-most-once" && s != "at-least-once":
+		return false, argError(name, vhost, "x-dead-letter-strategy", "invalid_dlx_strategy")
 	}
-	return nil
+	return s == "at-least-once", nil
 }
 
 // checkQuorumDeclare refuses the properties a quorum queue cannot have, in
