@@ -28,7 +28,22 @@ func (a *API) queueBasicJSON(q *server.Queue, totals bool) map[string]any {
 		m["messages"], m["messages_ready"], m["messages_unacknowledged"] = info.Ready+info.Unacked, info.Ready, info.Unacked
 	}
 	putStreamJSON(m, q)
+	putQuorumJSON(m, info)
 	return m
+}
+
+// putQuorumJSON adds a quorum queue's replicas in RabbitMQ's fields:
+// leader (the node field names it too), members and online. Other queues
+// are left alone.
+func putQuorumJSON(m map[string]any, info server.QueueInfo) {
+	if info.Leader == "" {
+		return
+	}
+	m["leader"], m["node"] = info.Leader, info.Leader
+	m["members"], m["online"] = info.Members, info.Online
+	if info.Online == nil {
+		m["online"] = []string{}
+	}
 }
 
 // putStreamJSON adds a stream queue's log figures and consumer offsets, as
@@ -98,6 +113,7 @@ func (a *API) queueJSON(q *server.Queue, q0 sampleQuery) map[string]any {
 		m["message_stats"] = ms
 	}
 	putStreamJSON(m, q)
+	putQuorumJSON(m, st.QueueInfo)
 	return m
 }
 

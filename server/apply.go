@@ -129,6 +129,7 @@ func (s *Server) apply(c Command) error {
 
 // applyValue is apply returning the command's local result.
 func (s *Server) applyValue(c Command) (any, error) {
+	c = s.placeQuorum(c)
 	if s.cluster != nil {
 		c, err := s.proposable(c)
 		if err != nil {

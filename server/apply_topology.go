@@ -360,6 +360,7 @@ func (s *Server) prepareDeclareQueue(c DeclareQueue) (prepared, error) {
 		return noop, err
 	}
 	q.owner, q.ownerRef = owner, c.Owner
+	setQuorumPlacement(q, c.Placement)
 	release := vh.reserveLocked(c.Name, true)
 	vh.mu.Unlock()
 	if hook := testHookDeclareDiskWork; hook != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+
+	"github.com/warrenmq/warren/cluster/replica"
 )
 
 // Command is one change to the broker's definitions: vhosts, users,
@@ -148,6 +150,10 @@ type DeclareQueue struct {
 	Arguments  []byte    `json:"arguments"`
 	Owner      *OwnerRef `json:"owner,omitempty"`
 	Node       string    `json:"node,omitempty"`
+	// Placement is a quorum queue's replicas, chosen by the declaring node
+	// (quorumPlacement); nil for other queues, and for a quorum queue
+	// declared before placements (it gets one replica, on Node).
+	Placement *replica.Placement `json:"placement,omitempty"`
 }
 
 // DeleteQueue deletes a queue and every binding to it. IfUnused and

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/replica"
 )
 
 // ErrMetaUnreadable means data/meta.db could not be opened or read; the broker
@@ -106,6 +107,8 @@ type metaQueue struct {
 	// Node is the queue's home in a cluster when it is not the node
 	// holding this meta.db; absent for a queue homed here.
 	Node string `json:"node,omitempty"`
+	// Placement is a quorum queue's (DeclareQueue.Placement).
+	Placement *replica.Placement `json:"placement,omitempty"`
 }
 
 type metaBinding struct {

@@ -131,6 +131,7 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 		return nil, aerr
 	}
 	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
+	setQuorumPlacement(q, mq.Placement)
 	if s.cluster != nil && mq.Node != "" && mq.Node != s.cfg.NodeName {
 		// Homed on another node: no files here (queueHome).
 		s.makeRemote(q, mq.Node)

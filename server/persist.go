@@ -418,6 +418,7 @@ func (s *Server) shutdownStorage() {
 		for _, q := range vh.Queues() {
 			q.stopTimers() // no expiry may touch a store that is closing
 		}
+		closeQuorumQueues(vh)
 		if vh.storage == nil {
 			continue
 		}

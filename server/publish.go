@@ -114,7 +114,9 @@ func parseExpiration(s string) (int64, string) {
 // publisher's bytes, or for a redelivery on a queue with a delivery limit a
 // copy with the x-delivery-count header.
 func (q *Queue) deliveryProps(m queued) []byte {
-	if m.deliveries == 0 || q.qa.deliveryLimit < 0 {
+	// A quorum queue sets the header on every redelivery, limit or not
+	// (rabbit_fifo_client:add_delivery_count_header).
+	if m.deliveries == 0 || (q.qa.deliveryLimit < 0 && !q.quorum) {
 		return m.msg.RawProps
 	}
 	p, err := m.msg.sharedProperties()

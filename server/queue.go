@@ -41,6 +41,9 @@ type Queue struct {
 	// quorum is set for a quorum queue (fixed at declare, read without a
 	// lock by the channel's consume checks).
 	quorum bool
+	// journal collects, under mu, what a quorum queue's log must record of
+	// the changes the classic code makes (quorum_queue.go); nil otherwise.
+	journal *quorumJournal
 
 	mu      sync.Mutex
 	ready   readySet
@@ -585,6 +588,9 @@ func (q *Queue) requeue(ds []delivery) {
 		}
 		m.redelivered = true
 		m.deliveries++
+		if q.journal != nil {
+			q.journal.note(qrReturn, m.seq)
+		}
 		if q.qa.deliveryLimit >= 0 && int64(m.deliveries) > q.qa.deliveryLimit {
 			q.forgetLocked(&m)
 			q.dead = append(q.dead, deadLetter{m: m, reason: reasonDeliveryLimit})
@@ -747,6 +753,11 @@ type QueueInfo struct {
 	HasHeadTimestamp bool
 	// Memory estimates the bytes the queue holds in memory (queueMemory).
 	Memory int
+	// Leader, Members and Online are a quorum queue's replicas: the node
+	// leading it, the nodes holding a replica, and those of them that are
+	// up (RabbitMQ's leader, members and online).
+	Leader          string
+	Members, Online []string
 }
 
 // Per-message bookkeeping a queue holds besides the body: the entry, the

@@ -88,6 +88,9 @@ func (q *Queue) storedEnqueueLocked(qm queued, loc msgstore.Loc) bool {
 // forgetLocked removes a message that left the queue for good (acked,
 // dropped, expired, dead-lettered, purged) from the index and the store.
 func (q *Queue) forgetLocked(m *queued) {
+	if q.journal != nil {
+		q.journal.note(qrSettle, m.seq)
+	}
 	if m.disk == nil || q.index == nil || q.diskGone {
 		return
 	}
@@ -119,6 +122,9 @@ func (q *Queue) indexCallLocked(op string, err error) {
 // markDeliveredLocked persists the delivered flag so redelivered is right
 // after a restart.
 func (q *Queue) markDeliveredLocked(m *queued) {
+	if q.journal != nil {
+		q.journal.note(qrDelivered, m.seq)
+	}
 	if m.disk == nil || q.index == nil || q.diskGone || q.indexDown.Load() {
 		return // while the index is down the flag is set at its reopen
 	}

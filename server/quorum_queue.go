@@ -1,13 +1,56 @@
 package server
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/replica"
+	"github.com/warrenmq/warren/msgstore"
 )
+
+// A quorum queue (x-queue-type: quorum) keeps its messages in a
+// replicated log (package cluster/replica, records in quorum_records.go)
+// and, on its leader, runs the classic queue code in memory over them: a
+// *Queue without an index (consumers, prefetch, consumer priorities, TTL,
+// dead-lettering, length limits, single active consumer, delivery limit).
+//
+//   - A publish appends an ENQ record; the message enters the in-memory
+//     queue when the record is committed (Handler.Committed), in commit
+//     order, and its confirm completes then. A publish never committed is
+//     nacked after quorumConfirmTimeout.
+//   - Whatever the classic code does to a message (deliver, settle,
+//     requeue, expire, drop) it notes in the Queue's journal under
+//     Queue.mu; the handle appends the journal as records after each
+//     operation, outside the lock, without waiting for their commit.
+//   - Opening the queue (start, or a new leader) replays the log.
+//   - The log is compacted below the first live offset every
+//     quorumCompactEvery settlements.
+
+// quorumConfirmTimeout is how long a publish waits for its commit before
+// it is nacked (rabbit_fifo_client's command timeout).
+var quorumConfirmTimeout = 30 * time.Second
+
+// testHookQuorumHoldCommits, set by a test, keeps commit reports from
+// reaching quorum queues, so their publishes stay uncommitted.
+var testHookQuorumHoldCommits atomic.Bool
+
+// quorumCompactEvery is how many settlements pass between compactions.
+const quorumCompactEvery = 4096
 
 // quorumKind is a quorum queue (x-queue-type: quorum).
 type quorumKind struct{}
 
-func (quorumKind) newHandle(q *Queue) queueHandle { return classicQueue{q} }
+func (quorumKind) newHandle(q *Queue) queueHandle {
+	q.journal = &quorumJournal{}
+	return &quorumQueue{classicQueue: classicQueue{q}, rejected: make(map[uint64]bool)}
+}
 
 func (quorumKind) checkDeclare(vh *Vhost, name string, m *amqp.QueueDeclare, _ *queueArgs) *amqp.Error {
 	return checkQuorumDeclare(vh, name, m)
@@ -17,4 +60,531 @@ func (quorumKind) checkDeclare(vh *Vhost, name string, m *amqp.QueueDeclare, _ *
 // a quorum queue takes, so the classic merge applies.
 func (quorumKind) policyArgs(vh *Vhost, name string, declared amqp.Table, qa queueArgs, def map[string]any) queueArgs {
 	return effectiveQueueArgs(name, vh.name, declared, def, qa)
+}
+
+// quorumJournal is what the classic code did to a quorum queue's messages
+// since the handle last wrote it to the log. Guarded by Queue.mu.
+type quorumJournal struct {
+	settle, ret, delivered []uint64
+	settled                int // settlements since the last compaction
+}
+
+func (j *quorumJournal) note(op byte, id uint64) {
+	switch op {
+	case qrSettle:
+		j.settle = append(j.settle, id)
+		j.settled++
+	case qrReturn:
+		j.ret = append(j.ret, id)
+	case qrDelivered:
+		j.delivered = append(j.delivered, id)
+	}
+}
+
+// quorumQueue is a quorum queue's handle on a node holding a replica of it.
+// Its embedded classicQueue serves what a quorum queue does as a classic
+// one does; the methods below add the log.
+type quorumQueue struct {
+	classicQueue
+
+	mu    sync.Mutex // guards the fields below; never held with Queue.mu
+	place replica.Placement
+	log   replica.Log
+	r     replica.Replica // nil before openFiles and after close
+	dir   string          // the log's directory, "" for a memory log
+	// committed is the highest offset reported committed.
+	committed uint64
+	// pend are the ENQ records appended and not yet committed, by offset.
+	pend []quorumPending
+	// waits are the confirms waiting for a commit, by arrival.
+	waits []quorumWait
+	timer *time.Timer // nacks waits past quorumConfirmTimeout
+	// rejected are committed ENQ offsets the queue refused at commit
+	// (length limit, duplicate, deleted), whose confirm is a nack.
+	rejected map[uint64]bool
+	closed   bool
+}
+
+type quorumPending struct {
+	off uint64
+	m   *Message
+	ttl int64
+}
+
+type quorumWait struct {
+	off uint64
+	c   completion
+	at  time.Time
+}
+
+// replicaKey names a queue to the replica manager, the same on every node.
+func replicaKey(vhost, name string) string { return vhost + "\x00" + name }
+
+// standalonePlacement is the placement of a queue with one replica, on node.
+func standalonePlacement(node string) replica.Placement {
+	return replica.Placement{Replicas: []string{node}, Leader: node, Epoch: 1, ISR: []string{node}, MinISR: 1, Version: 1}
+}
+
+// takesStoredCopy is false: the message's copy is the log's ENQ record.
+func (*quorumQueue) takesStoredCopy(*Message) bool { return false }
+
+func (*quorumQueue) typeName() string { return "quorum" }
+
+// hasFiles: a quorum queue always has its log (in memory without a data
+// directory).
+func (*quorumQueue) hasFiles() bool { return true }
+
+// enqueue appends m's ENQ record; the message enters the queue, and the
+// confirm completes, at its commit.
+func (h *quorumQueue) enqueue(m *Message, ttl int64, _ bool, _ msgstore.Loc) accepted {
+	q := h.q
+	if q.qa.overflow == overflowRejectPublish || q.qa.overflow == overflowRejectPublishDLX {
+		if h.atLimit(m) {
+			return accepted{res: enqueueRejected}
+		}
+	}
+	rec := encodeQuorumEnq(m, nowMillis(), ttl)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.r == nil {
+		return accepted{res: enqueueGone}
+	}
+	off, err := h.r.Append(rec)
+	if err != nil {
+		q.vhost.log.Warn("quorum queue append refused", "queue", q.name, "err", err)
+		return accepted{res: enqueued, failed: true}
+	}
+	h.pend = append(h.pend, quorumPending{off: off, m: m, ttl: ttl})
+	return accepted{res: enqueued, wait: h, token: off}
+}
+
+// atLimit reports whether the queue, counting the publishes not yet
+// committed, is at its length limit (reject-publish refuses m then).
+func (h *quorumQueue) atLimit(m *Message) bool {
+	h.mu.Lock()
+	n, bytes := len(h.pend), 0
+	for _, p := range h.pend {
+		bytes += p.m.size()
+	}
+	h.mu.Unlock()
+	q := h.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return (q.qa.maxLength >= 0 && int64(q.lengthLocked()+n) >= q.qa.maxLength) ||
+		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes+bytes+m.size()) > q.qa.maxLengthBytes)
+}
+
+// whenDurable completes c once the ENQ at off is committed: at once if it
+// is, else from Committed, or as a nack after quorumConfirmTimeout.
+func (h *quorumQueue) whenDurable(off uint64, c completion) {
+	h.mu.Lock()
+	if off <= h.committed {
+		nack := h.rejected[off]
+		delete(h.rejected, off)
+		h.mu.Unlock()
+		c.done(!nack)
+		return
+	}
+	if h.closed {
+		h.mu.Unlock()
+		c.done(false)
+		return
+	}
+	h.waits = append(h.waits, quorumWait{off: off, c: c, at: time.Now()})
+	if h.timer == nil {
+		h.timer = time.AfterFunc(quorumConfirmTimeout, h.expireWaits)
+	}
+	h.mu.Unlock()
+}
+
+// expireWaits nacks the confirms that waited longer than
+// quorumConfirmTimeout and re-arms the timer for the next.
+func (h *quorumQueue) expireWaits() {
+	now := time.Now()
+	var late []completion
+	h.mu.Lock()
+	keep := h.waits[:0]
+	for _, w := range h.waits {
+		if now.Sub(w.at) >= quorumConfirmTimeout {
+			late = append(late, w.c)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(h.waits[len(keep):])
+	h.waits = keep
+	h.timer = nil
+	if len(keep) > 0 && !h.closed {
+		h.timer = time.AfterFunc(quorumConfirmTimeout-now.Sub(keep[0].at), h.expireWaits)
+	}
+	h.mu.Unlock()
+	if len(late) > 0 {
+		h.q.vhost.log.Warn("quorum queue publishes not committed in time, nacked", "queue", h.q.name, "count", len(late))
+		completeAll(late, false)
+	}
+}
+
+// Committed is replica.Handler: the records up to hw are committed. The
+// ENQs among them enter the queue in offset order, then their confirms
+// complete. It runs on the replica's goroutine.
+func (h *quorumQueue) Committed(hw uint64) {
+	if testHookQuorumHoldCommits.Load() {
+		return
+	}
+	h.mu.Lock()
+	if hw <= h.committed {
+		h.mu.Unlock()
+		return
+	}
+	h.committed = hw
+	n := 0
+	for n < len(h.pend) && h.pend[n].off <= hw {
+		n++
+	}
+	msgs := slices.Clone(h.pend[:n])
+	h.pend = slices.Delete(h.pend, 0, n)
+	h.mu.Unlock()
+
+	var refused []uint64
+	for _, p := range msgs {
+		if res := h.q.enqueueAt(p.m, p.ttl, p.off); res != enqueued && res != enqueueDuplicate {
+			refused = append(refused, p.off)
+		} else if res == enqueueDuplicate {
+			h.q.noteSettled(p.off) // confirmed, but not kept
+		}
+	}
+	for _, off := range refused {
+		h.q.noteSettled(off)
+	}
+
+	var ok, nack []completion
+	h.mu.Lock()
+	for _, off := range refused {
+		h.rejected[off] = true
+	}
+	keep := h.waits[:0]
+	for _, w := range h.waits {
+		switch {
+		case w.off > hw:
+			keep = append(keep, w)
+		case h.rejected[w.off]:
+			delete(h.rejected, w.off)
+			nack = append(nack, w.c)
+		default:
+			ok = append(ok, w.c)
+		}
+	}
+	clear(h.waits[len(keep):])
+	h.waits = keep
+	if len(h.rejected) > 4096 {
+		// A publisher without confirms never asks: bound what is kept.
+		clear(h.rejected)
+	}
+	h.mu.Unlock()
+	completeAll(ok, true)
+	completeAll(nack, false)
+	h.flush()
+}
+
+// Failed is replica.FailureHandler: the log failed, so nothing appended
+// since the last commit will be committed here; their confirms are nacks.
+func (h *quorumQueue) Failed(err error) {
+	h.q.vhost.log.Error("quorum queue log failed; publishes are nacked", "queue", h.q.name, "err", err)
+	h.mu.Lock()
+	waits := h.waits
+	h.waits, h.pend = nil, nil
+	h.mu.Unlock()
+	cs := make([]completion, len(waits))
+	for i, w := range waits {
+		cs[i] = w.c
+	}
+	completeAll(cs, false)
+}
+
+// flush appends what the journal collected. With enough settlements
+// since the last time it also lets the log reclaim what lies below the
+// first live message.
+func (h *quorumQueue) flush() {
+	q := h.q
+	q.mu.Lock()
+	j := q.journal
+	settle, ret, delivered := j.settle, j.ret, j.delivered
+	j.settle, j.ret, j.delivered = nil, nil, nil
+	compact := uint64(0)
+	if j.settled >= quorumCompactEvery {
+		j.settled = 0
+		compact = q.firstLiveLocked()
+	}
+	q.mu.Unlock()
+	var recs [][]byte
+	if len(delivered) > 0 {
+		recs = append(recs, encodeQuorumIDs(qrDelivered, delivered))
+	}
+	if len(ret) > 0 {
+		recs = append(recs, encodeQuorumIDs(qrReturn, ret))
+	}
+	if len(settle) > 0 {
+		recs = append(recs, encodeQuorumIDs(qrSettle, settle))
+	}
+	if len(recs) == 0 && compact == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.r == nil {
+		return
+	}
+	if len(recs) > 0 {
+		if _, err := h.r.Append(recs...); err != nil && !errors.Is(err, replica.ErrClosed) {
+			q.vhost.log.Error("quorum queue: recording settlements failed", "queue", q.name, "err", err)
+		}
+	}
+	if compact != 0 {
+		if len(h.pend) > 0 {
+			compact = min(compact, h.pend[0].off)
+		}
+		compact = min(compact, h.committed+1)
+		h.r.Compact(compact)
+	}
+}
+
+// firstLiveLocked is the lowest offset the queue still needs: its oldest
+// ready or unacknowledged message, or the one after the last it took.
+func (q *Queue) firstLiveLocked() uint64 {
+	first := q.nextSeq + 1
+	if l := q.ready.front(); l != nil {
+		first = min(first, l.front().seq)
+	}
+	for seq := range q.pending {
+		first = min(first, seq)
+	}
+	return first
+}
+
+// enqueueAt is enqueue for a quorum queue's committed message: its
+// delivery id is its ENQ offset.
+func (q *Queue) enqueueAt(m *Message, ttl int64, off uint64) enqueueResult {
+	var clk lazyClock
+	q.mu.Lock()
+	if off > q.nextSeq {
+		q.nextSeq = off - 1
+	}
+	res := q.enqueueLocked(m, ttl, false, msgstore.Loc{}, &clk)
+	dead := q.takeDeadLocked()
+	q.mu.Unlock()
+	q.publishDeadLetters(dead)
+	return res
+}
+
+// noteSettled journals an ENQ the queue did not keep.
+func (q *Queue) noteSettled(off uint64) {
+	q.mu.Lock()
+	q.journal.note(qrSettle, off)
+	q.mu.Unlock()
+}
+
+// The operations that change messages append the journal afterwards.
+
+func (h *quorumQueue) consume(c *consumer, ok func()) *amqp.Error {
+	err := h.q.addConsumer(c, ok)
+	h.flush()
+	return err
+}
+
+func (h *quorumQueue) cancel(c *consumer) bool {
+	gone := h.q.removeConsumer(c)
+	h.flush()
+	return gone
+}
+
+func (h *quorumQueue) redispatch() {
+	h.q.dispatch()
+	h.flush()
+}
+
+func (h *quorumQueue) get(max int, noAck bool, each func(outgoing, int)) (int, *amqp.Error) {
+	n := h.q.get(max, noAck, each)
+	h.flush()
+	return n, nil
+}
+
+func (h *quorumQueue) settle(ds []delivery, kind settleKind) {
+	h.classicQueue.settle(ds, kind)
+	h.flush()
+}
+
+func (h *quorumQueue) purge(uint32) (int, *amqp.Error) {
+	n := h.q.purge()
+	h.flush()
+	return n, nil
+}
+
+func (h *quorumQueue) deletable(ifUnused, ifEmpty bool) *amqp.Error {
+	return quorumDeletable(h.q, ifUnused, ifEmpty)
+}
+
+func (h *quorumQueue) applyPolicy(def map[string]any) {
+	h.classicQueue.applyPolicy(def)
+	h.flush()
+}
+
+// delete stops the queue, its replica and its log, and removes the log.
+func (h *quorumQueue) delete() ([]*consumer, int) {
+	cs, n := h.q.markDeleted()
+	dir := h.dir
+	if err := h.close(); err != nil {
+		h.q.vhost.log.Error("closing a deleted quorum queue's log", "queue", h.q.name, "err", err)
+	}
+	if dir != "" {
+		if err := os.RemoveAll(dir); err != nil {
+			h.q.vhost.log.Error("removing a deleted quorum queue's log", "queue", h.q.name, "err", err)
+		}
+	}
+	return cs, n
+}
+
+// close stops the replica and closes the log (shutdown, delete); pending
+// confirms are nacked.
+func (h *quorumQueue) close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	r, l, waits := h.r, h.log, h.waits
+	h.r, h.log, h.waits, h.pend = nil, nil, nil, nil
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.mu.Unlock()
+	var err error
+	if r != nil {
+		err = r.Close()
+	}
+	if l != nil {
+		err = errors.Join(err, l.Close())
+	}
+	cs := make([]completion, len(waits))
+	for i, w := range waits {
+		cs[i] = w.c
+	}
+	completeAll(cs, false)
+	return err
+}
+
+// openFiles opens the queue's log, rebuilds the queue from it and starts
+// its replica. srv is nil for a declaration through the management API.
+func (h *quorumQueue) openFiles(srv *Server) error {
+	q := h.q
+	vh := q.vhost
+	if srv == nil {
+		srv = vh.srv
+	}
+	if srv == nil || srv.replicas == nil {
+		return errors.New("quorum queue: the server has no replica manager")
+	}
+	var l replica.Log
+	dir := ""
+	if vh.storage != nil {
+		dir = vh.storage.quorumDir(q.name)
+		if err := makeNamedDir(dir, q.name); err != nil {
+			return fmt.Errorf("quorum queue %q: %w", q.name, err)
+		}
+		cfg := msgstore.DefaultConfig(filepath.Join(dir, "replica"))
+		cfg.Logger = vh.log
+		fl, err := replica.OpenFileLog(cfg)
+		if err != nil {
+			return fmt.Errorf("quorum queue %q: %w", q.name, err)
+		}
+		l = fl
+	} else {
+		l = replica.NewMemLog()
+	}
+	ms, err := replayQuorum(l)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("quorum queue %q: %w", q.name, err)
+	}
+	q.restoreQuorum(ms)
+	h.mu.Lock()
+	p := h.place
+	if len(p.Replicas) == 0 {
+		p = standalonePlacement(srv.cfg.NodeName)
+		h.place = p
+	}
+	h.log, h.dir, h.committed = l, dir, l.LastOffset()
+	h.mu.Unlock()
+	r, err := srv.replicas.Open(replicaKey(vh.name, q.name), p, l, h)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("quorum queue %q: %w", q.name, err)
+	}
+	h.mu.Lock()
+	h.r = r
+	h.mu.Unlock()
+	if q.qa.quorum != nil && q.qa.quorum.atLeastOnceAsked {
+		vh.log.Warn("quorum queue dead-letters at most once: x-dead-letter-strategy at-least-once is not supported yet", "queue", q.name)
+	}
+	return nil
+}
+
+// restoreQuorum puts the live messages of a replayed log into the queue:
+// redelivered when they were delivered or returned, a consumer's
+// delivery that was still outstanding counted as a return (the consumer
+// was lost with the node, as RabbitMQ counts a lost consumer's messages).
+func (q *Queue) restoreQuorum(ms []*replayed) {
+	var clk lazyClock
+	q.mu.Lock()
+	for _, r := range ms {
+		m := &Message{Exchange: r.enq.exchange, RoutingKey: r.enq.key,
+			RawProps: slices.Clone(r.enq.props), Body: slices.Clone(r.enq.body), ttl: r.enq.ttl}
+		qm := queued{msg: m, seq: r.off, deliveries: r.returns, redelivered: r.returns > 0 || r.seen}
+		if r.out {
+			qm.deliveries++
+			qm.redelivered = true
+		}
+		t := q.qa.messageTTL
+		if r.enq.ttl >= 0 && (t < 0 || r.enq.ttl < t) {
+			t = r.enq.ttl
+		}
+		if t >= 0 {
+			qm.expiresAt = r.enq.ts + t
+			q.expiring = true
+		}
+		q.ready.push(qm)
+		q.nextSeq = max(q.nextSeq, r.off)
+	}
+	q.expireLocked(&clk)
+	dead := q.takeDeadLocked()
+	q.mu.Unlock()
+	q.publishDeadLetters(dead)
+}
+
+// quorumDir is the directory of a quorum queue's log.
+func (v *vhostStorage) quorumDir(queue string) string {
+	return filepath.Join(v.dir, "quorum", nameDir(queue))
+}
+
+// info adds the replicas to the queue's snapshot, in RabbitMQ's terms:
+// its leader, its members and those of them online.
+func (h *quorumQueue) info() QueueInfo {
+	info := h.q.localInfo()
+	h.addReplicas(&info)
+	return info
+}
+
+func (h *quorumQueue) status() QueueStatus {
+	st := h.q.localStatus()
+	h.addReplicas(&st.QueueInfo)
+	return st
+}
+
+func (h *quorumQueue) addReplicas(info *QueueInfo) {
+	h.mu.Lock()
+	p := h.place
+	h.mu.Unlock()
+	info.Leader = p.Leader
+	info.Members = slices.Clone(p.Replicas)
+	info.Online = h.q.vhost.srv.onlineNodes(p.Replicas)
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/warrenmq/warren/cluster/replica"
 	"log/slog"
 	"net"
 	"os"
@@ -35,6 +36,8 @@ type Server struct {
 	// remote serves queues homed on other cluster nodes and this node's
 	// queues to them (remote.go); nil on a standalone node.
 	remote *remoteQueues
+	// replicas runs this node's replicas of quorum queues (quorum_replicas.go).
+	replicas replica.Manager
 
 	mu     sync.RWMutex
 	vhosts map[string]*Vhost
@@ -107,6 +110,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.users.apply = s.apply
 	s.started = time.Now()
+	if err := s.startReplicas(); err != nil {
+		return nil, err
+	}
 	if cfg.Cluster != nil {
 		s.cluster = newClusterMember(&cfg)
 		s.cluster.peers = &clusterPeers{}
@@ -165,6 +171,7 @@ func New(cfg Config) (*Server, error) {
 		err = s.recoverStorage(started)
 	}
 	if err != nil {
+		s.stopReplicas()
 		s.shutdownStorage()
 		s.closeMeta()
 		return nil, err
@@ -400,6 +407,7 @@ func (s *Server) Close() error {
 		// After the connections, whose exclusive queues are deleted
 		// through the cluster; before storage, which the FSM writes.
 		s.stopCluster()
+		s.stopReplicas()
 		s.log.Info("stopping: checkpointing message stores and queue indexes")
 		s.shutdownStorage()
 		s.closeMeta()

