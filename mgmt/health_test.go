@@ -218,7 +218,7 @@ func TestMgmtFeatureFlags(t *testing.T) {
 	}
 	want := map[string]string{
 		"classic_mirrored_queue_version": "disabled", "drop_unroutable_metric": "enabled", "empty_basic_get_metric": "enabled",
-		"implicit_default_bindings": "enabled", "maintenance_mode_status": "disabled", "quorum_queue": "disabled",
+		"implicit_default_bindings": "enabled", "maintenance_mode_status": "disabled", "quorum_queue": "enabled",
 		"stream_queue": "enabled", "user_limits": "enabled", "virtual_host_metadata": "enabled",
 	}
 	if fmt.Sprint(states) != fmt.Sprint(want) {

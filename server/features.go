@@ -9,9 +9,12 @@ type FeatureFlag struct {
 // Whether the features behind some flags exist yet. Each is a fact about
 // this build, changed by the work that adds the feature.
 const (
-	// replicatedQueues: quorum queues and mirroring policies keep copies
-	// on other nodes. Not yet: a quorum queue has one copy.
+	// replicatedQueues: mirroring policies keep copies on other nodes.
+	// Not yet: ha-* policy keys are stored and ignored.
 	replicatedQueues = false
+	// quorumQueues: x-queue-type quorum makes a queue whose messages live
+	// in a replicated log (quorum_queue.go).
+	quorumQueues = true
 	// maintenanceMode: a node can be drained of its leaderships.
 	maintenanceMode = false
 	// userLimits: max-connections and max-channels per user are enforced.
@@ -37,7 +40,7 @@ func (s *Server) FeatureFlags() []FeatureFlag {
 		// The default exchange routes by queue name without stored bindings.
 		flag("implicit_default_bindings", "Default bindings are now implicit, instead of being stored in the database", "rabbit", true),
 		flag("maintenance_mode_status", "Maintenance mode status", "rabbit", maintenanceMode),
-		flag("quorum_queue", "Support queues of type `quorum`", "rabbit", replicatedQueues),
+		flag("quorum_queue", "Support queues of type `quorum`", "rabbit", quorumQueues),
 		flag("stream_queue", "Support queues of type `stream`", "rabbit", true),
 		flag("user_limits", "Configure connection and channel limits for a user", "rabbit", userLimits),
 		// Description, tags and default queue type are stored (meta.db).

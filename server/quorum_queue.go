@@ -41,6 +41,10 @@ var quorumConfirmTimeout = 30 * time.Second
 // reaching quorum queues, so their publishes stay uncommitted.
 var testHookQuorumHoldCommits atomic.Bool
 
+// quorumSegmentSize is the segment size of a quorum queue's log: the log
+// reclaims whole segments below the first live message.
+var quorumSegmentSize int64 = 64 << 20
+
 // quorumCompactEvery is how many settlements pass between compactions.
 const quorumCompactEvery = 4096
 
@@ -493,6 +497,7 @@ func (h *quorumQueue) openFiles(srv *Server) error {
 		}
 		cfg := msgstore.DefaultConfig(filepath.Join(dir, "replica"))
 		cfg.Logger = vh.log
+		cfg.SegmentSize = quorumSegmentSize
 		fl, err := replica.OpenFileLog(cfg)
 		if err != nil {
 			return fmt.Errorf("quorum queue %q: %w", q.name, err)

@@ -140,3 +140,79 @@ func TestQuorumQueueConfirmWaitsForCommit(t *testing.T) {
 		t.Fatalf("an uncommitted message is in the queue: %d ready", n)
 	}
 }
+
+// TestQuorumQueueDeliveryLimit: with x-delivery-limit 1 a message returned
+// twice is dead-lettered (to the DLX's queue, with RabbitMQ's
+// delivery_limit reason) instead of coming back a third time.
+func TestQuorumQueueDeliveryLimit(t *testing.T) {
+	ts := startServer(t)
+	_, ch := ts.channel(t)
+	must(t, ch.ExchangeDeclare("dlx", "fanout", true, false, false, false, nil))
+	_, err := ch.QueueDeclare("dead", true, false, false, false, nil)
+	must(t, err)
+	must(t, ch.QueueBind("dead", "", "dlx", false, nil))
+	declareQuorum(t, ch, "qq", amqp091.Table{"x-delivery-limit": int32(1), "x-dead-letter-exchange": "dlx"})
+	publishConfirmedBodies(t, ch, "qq", 1, func(int) string { return "x" })
+	for i := range 2 {
+		d, ok, err := ch.Get("qq", false)
+		must(t, err)
+		if !ok {
+			t.Fatalf("get %d: empty", i)
+		}
+		if i == 1 && d.Headers["x-delivery-count"] != int64(1) {
+			t.Fatalf("second delivery: x-delivery-count %v", d.Headers["x-delivery-count"])
+		}
+		must(t, d.Nack(false, true))
+	}
+	waitFor(t, 5*time.Second, "the dead letter", func() bool {
+		n, _ := ts.Vhost("/").queue("dead").h.counts()
+		return n == 1
+	})
+	d, ok, err := ch.Get("dead", true)
+	must(t, err)
+	deaths, _ := d.Headers["x-death"].([]any)
+	if !ok || len(deaths) != 1 || deaths[0].(amqp091.Table)["reason"] != "delivery_limit" {
+		t.Fatalf("dead letter: ok=%v x-death=%v", ok, d.Headers["x-death"])
+	}
+	if n, _ := ts.Vhost("/").queue("qq").h.counts(); n != 0 {
+		t.Fatalf("qq still holds %d", n)
+	}
+}
+
+// TestQuorumQueueCompacts: once enough messages are settled the log
+// reclaims the records below the first live message, and a restart still
+// finds the live ones.
+func TestQuorumQueueCompacts(t *testing.T) {
+	defer func(n int64) { quorumSegmentSize = n }(quorumSegmentSize)
+	quorumSegmentSize = 8 << 10
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir))
+	_, ch := ts.channel(t)
+	declareQuorum(t, ch, "qq", nil)
+	n := quorumCompactEvery + 100
+	publishConfirmedBodies(t, ch, "qq", n, func(i int) string { return "m" + strconv.Itoa(i) })
+	for i := range n - 10 {
+		d, ok, err := ch.Get("qq", true)
+		must(t, err)
+		if !ok || string(d.Body) != "m"+strconv.Itoa(i) {
+			t.Fatalf("get %d: %q %v", i, d.Body, ok)
+		}
+	}
+	h := ts.Vhost("/").queue("qq").h.(*quorumQueue)
+	waitFor(t, 5*time.Second, "compaction", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		// Whole segments go: the one holding the first live record stays.
+		return h.log.FirstOffset() > uint64(n/2)
+	})
+	must(t, ts.Close())
+	ts2 := startServer(t, withDataDir(dir))
+	_, ch2 := ts2.channel(t)
+	for i := n - 10; i < n; i++ {
+		d, ok, err := ch2.Get("qq", true)
+		must(t, err)
+		if !ok || string(d.Body) != "m"+strconv.Itoa(i) {
+			t.Fatalf("after restart get %d: %q %v", i, d.Body, ok)
+		}
+	}
+}
