@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -110,4 +111,16 @@ func (n *Node) DialStream(ctx context.Context, addr string, class byte) (net.Con
 		return nil, fmt.Errorf("cluster: class %d is not a stream class", class)
 	}
 	return n.trans.Dial(ctx, addr, class)
+}
+
+// LastMetaContact is when this node last knew itself in contact with the
+// metadata group's quorum: now on the leader (Raft steps a leader down
+// once it misses a quorum for LeaderLeaseTimeout), the last message from
+// the leader on a follower. A replicated queue's leader commits only
+// within its lease of this.
+func (n *Node) LastMetaContact() time.Time {
+	if n.raft.State() == raft.Leader {
+		return time.Now()
+	}
+	return n.raft.LastContact()
 }

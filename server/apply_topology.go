@@ -367,6 +367,9 @@ func (s *Server) prepareDeclareQueue(c DeclareQueue) (prepared, error) {
 		hook(q)
 	}
 	home := s.queueHome(c.Node)
+	if q.quorum {
+		home = localHome{s} // every node: its replica, or a proxy (quorumQueue.openFiles)
+	}
 	if err := home.create(q); err != nil {
 		vh.mu.Lock()
 		release()

@@ -97,6 +97,10 @@ func (s *Server) startCluster() error {
 	cm.node = node
 	cm.peers.bind(node)
 	node.HandleRPC(methodNodeInfo, s.handleNodeInfo)
+	if err := s.serveReplication(node); err != nil {
+		node.Shutdown()
+		return fmt.Errorf("server: serving queue replication: %w", err)
+	}
 	s.log.Info("cluster node started", "cluster_addr", node.Addr(), "cluster", cm.cfg.ClusterName)
 	s.goFunc(s.seedWhenBootstrapped)
 	s.goFunc(s.reapLoop)
@@ -384,6 +388,7 @@ func (s *Server) reapLoop() {
 		s.noteLostNodes()
 		if s.cluster.node.IsLeader() {
 			s.reapDeadQueues()
+			s.electQuorumLeaders()
 		}
 	}
 }

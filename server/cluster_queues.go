@@ -31,11 +31,22 @@ func (s *Server) makeRemote(q *Queue, node string) {
 }
 
 // homedHere reports whether this node holds q's data.
-func (q *Queue) homedHere() bool { return q.home == "" }
+// A quorum queue's home is its current leader.
+func (q *Queue) homedHere() bool {
+	if h, ok := q.quorumHandle(); ok {
+		return h.leading()
+	}
+	return q.home == ""
+}
 
 // HomeNode is the node holding q's data: its home in a cluster, or node
 // (this one) for a queue homed here.
 func (q *Queue) HomeNode(node string) string {
+	if h, ok := q.quorumHandle(); ok {
+		if l := h.placement().Leader; l != "" {
+			return l
+		}
+	}
 	if q.home != "" {
 		return q.home
 	}

@@ -56,7 +56,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	var loaded []*Queue
 	err = loadEach(s, bucketQueues, func(mq metaQueue) error {
 		q, err := s.loadQueue(mq)
-		if err == nil && q.homedHere() {
+		if err == nil && (q.homedHere() || q.quorum) {
 			loaded = append(loaded, q)
 		}
 		return err
@@ -132,7 +132,7 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 	}
 	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
 	setQuorumPlacement(q, mq.Placement)
-	if s.cluster != nil && mq.Node != "" && mq.Node != s.cfg.NodeName {
+	if s.cluster != nil && mq.Node != "" && mq.Node != s.cfg.NodeName && !q.quorum {
 		// Homed on another node: no files here (queueHome).
 		s.makeRemote(q, mq.Node)
 	}

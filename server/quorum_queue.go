@@ -107,6 +107,9 @@ type quorumQueue struct {
 	// (length limit, duplicate, deleted), whose confirm is a nack.
 	rejected map[uint64]bool
 	closed   bool
+	// fwd is the proxy to the leader while another node leads the queue
+	// (quorum_roles.go); its operations go there.
+	fwd *remoteQueue
 }
 
 type quorumPending struct {
@@ -140,7 +143,10 @@ func (*quorumQueue) hasFiles() bool { return true }
 
 // enqueue appends m's ENQ record; the message enters the queue, and the
 // confirm completes, at its commit.
-func (h *quorumQueue) enqueue(m *Message, ttl int64, _ bool, _ msgstore.Loc) accepted {
+func (h *quorumQueue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.Loc) accepted {
+	if f := h.forward(); f != nil {
+		return f.enqueue(m, ttl, stored, loc)
+	}
 	q := h.q
 	if q.qa.overflow == overflowRejectPublish || q.qa.overflow == overflowRejectPublishDLX {
 		if h.atLimit(m) {
@@ -150,6 +156,10 @@ func (h *quorumQueue) enqueue(m *Message, ttl int64, _ bool, _ msgstore.Loc) acc
 	rec := encodeQuorumEnq(m, nowMillis(), ttl)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.fwd != nil {
+		// The leader moved while the record was encoded: unconfirmed.
+		return accepted{res: enqueued, failed: true}
+	}
 	if h.r == nil {
 		return accepted{res: enqueueGone}
 	}
@@ -387,37 +397,61 @@ func (q *Queue) noteSettled(off uint64) {
 	q.mu.Unlock()
 }
 
-// The operations that change messages append the journal afterwards.
+// The operations that change messages append the journal afterwards;
+// while another node leads, they go to it.
 
 func (h *quorumQueue) consume(c *consumer, ok func()) *amqp.Error {
+	if f := h.forward(); f != nil {
+		return f.consume(c, ok)
+	}
 	err := h.q.addConsumer(c, ok)
 	h.flush()
 	return err
 }
 
 func (h *quorumQueue) cancel(c *consumer) bool {
+	if f := h.forward(); f != nil {
+		return f.cancel(c)
+	}
 	gone := h.q.removeConsumer(c)
 	h.flush()
 	return gone
 }
 
 func (h *quorumQueue) redispatch() {
+	if f := h.forward(); f != nil {
+		f.redispatch()
+		return
+	}
 	h.q.dispatch()
 	h.flush()
 }
 
 func (h *quorumQueue) get(max int, noAck bool, each func(outgoing, int)) (int, *amqp.Error) {
+	if f := h.forward(); f != nil {
+		return f.get(max, noAck, each)
+	}
 	n := h.q.get(max, noAck, each)
 	h.flush()
 	return n, nil
 }
 
+// settle goes where the delivery's id is known: a delivery id is its ENQ
+// offset on every replica, so after a change of leader the new one
+// settles what the old one delivered.
 func (h *quorumQueue) settle(ds []delivery, kind settleKind) {
+	if f := h.forward(); f != nil {
+		f.settle(ds, kind)
+		return
+	}
 	h.classicQueue.settle(ds, kind)
 	h.flush()
 }
 
-func (h *quorumQueue) purge(uint32) (int, *amqp.Error) {
+func (h *quorumQueue) purge(method uint32) (int, *amqp.Error) {
+	if f := h.forward(); f != nil {
+		return f.purge(method)
+	}
 	n := h.q.purge()
 	h.flush()
 	return n, nil
@@ -425,6 +459,20 @@ func (h *quorumQueue) purge(uint32) (int, *amqp.Error) {
 
 func (h *quorumQueue) deletable(ifUnused, ifEmpty bool) *amqp.Error {
 	return quorumDeletable(h.q, ifUnused, ifEmpty)
+}
+
+func (h *quorumQueue) counts() (int, int) {
+	if f := h.forward(); f != nil {
+		return f.counts()
+	}
+	return h.q.counts()
+}
+
+func (h *quorumQueue) consumerInfos() []ConsumerInfo {
+	if f := h.forward(); f != nil {
+		return f.consumerInfos()
+	}
+	return h.q.localConsumers()
 }
 
 func (h *quorumQueue) applyPolicy(def map[string]any) {
@@ -435,6 +483,10 @@ func (h *quorumQueue) applyPolicy(def map[string]any) {
 // delete stops the queue, its replica and its log, and removes the log.
 func (h *quorumQueue) delete() ([]*consumer, int) {
 	cs, n := h.q.markDeleted()
+	if f := h.forward(); f != nil {
+		fcs, fn := f.delete() // this node's consumers, served by the leader
+		cs, n = append(cs, fcs...), n+fn
+	}
 	dir := h.dir
 	if err := h.close(); err != nil {
 		h.q.vhost.log.Error("closing a deleted quorum queue's log", "queue", h.q.name, "err", err)
@@ -488,40 +540,40 @@ func (h *quorumQueue) openFiles(srv *Server) error {
 	if srv == nil || srv.replicas == nil {
 		return errors.New("quorum queue: the server has no replica manager")
 	}
-	var l replica.Log
-	dir := ""
-	if vh.storage != nil {
-		dir = vh.storage.quorumDir(q.name)
-		if err := makeNamedDir(dir, q.name); err != nil {
-			return fmt.Errorf("quorum queue %q: %w", q.name, err)
-		}
-		cfg := msgstore.DefaultConfig(filepath.Join(dir, "replica"))
-		cfg.Logger = vh.log
-		cfg.SegmentSize = quorumSegmentSize
-		fl, err := replica.OpenFileLog(cfg)
-		if err != nil {
-			return fmt.Errorf("quorum queue %q: %w", q.name, err)
-		}
-		l = fl
-	} else {
-		l = replica.NewMemLog()
-	}
-	ms, err := replayQuorum(l)
-	if err != nil {
-		l.Close()
-		return fmt.Errorf("quorum queue %q: %w", q.name, err)
-	}
-	q.restoreQuorum(ms)
+	self := srv.cfg.NodeName
 	h.mu.Lock()
-	p := h.place
-	if len(p.Replicas) == 0 {
-		p = standalonePlacement(srv.cfg.NodeName)
-		h.place = p
+	if len(h.place.Replicas) == 0 {
+		h.place = standalonePlacement(self)
 	}
+	p := h.place
+	h.mu.Unlock()
+	if !isMember(p, self) {
+		h.setForward(srv, p.Leader)
+		return nil
+	}
+	l, dir, err := openQuorumLog(vh, q.name)
+	if err != nil {
+		return err
+	}
+	if p.Leader == self {
+		// Only a leader applies the log; a mirror's queue stays empty.
+		ms, err := replayQuorum(l)
+		if err != nil {
+			l.Close()
+			return fmt.Errorf("quorum queue %q: %w", q.name, err)
+		}
+		q.restoreQuorum(ms)
+	} else {
+		h.setForward(srv, p.Leader)
+	}
+	h.mu.Lock()
 	h.log, h.dir, h.committed = l, dir, l.LastOffset()
 	h.mu.Unlock()
 	r, err := srv.replicas.Open(replicaKey(vh.name, q.name), p, l, h)
 	if err != nil {
+		h.mu.Lock()
+		h.log = nil
+		h.mu.Unlock()
 		l.Close()
 		return fmt.Errorf("quorum queue %q: %w", q.name, err)
 	}
@@ -532,6 +584,26 @@ func (h *quorumQueue) openFiles(srv *Server) error {
 		vh.log.Warn("quorum queue dead-letters at most once: x-dead-letter-strategy at-least-once is not supported yet", "queue", q.name)
 	}
 	return nil
+}
+
+// openQuorumLog opens (or creates) a quorum queue's log: a file log in the
+// vhost's storage, or a memory log without a data directory.
+func openQuorumLog(vh *Vhost, name string) (replica.Log, string, error) {
+	if vh.storage == nil {
+		return replica.NewMemLog(), "", nil
+	}
+	dir := vh.storage.quorumDir(name)
+	if err := makeNamedDir(dir, name); err != nil {
+		return nil, "", fmt.Errorf("quorum queue %q: %w", name, err)
+	}
+	cfg := msgstore.DefaultConfig(filepath.Join(dir, "replica"))
+	cfg.Logger = vh.log
+	cfg.SegmentSize = quorumSegmentSize
+	fl, err := replica.OpenFileLog(cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("quorum queue %q: %w", name, err)
+	}
+	return fl, dir, nil
 }
 
 // restoreQuorum puts the live messages of a replayed log into the queue:
@@ -573,14 +645,15 @@ func (v *vhostStorage) quorumDir(queue string) string {
 
 // info adds the replicas to the queue's snapshot, in RabbitMQ's terms:
 // its leader, its members and those of them online.
-func (h *quorumQueue) info() QueueInfo {
-	info := h.q.localInfo()
-	h.addReplicas(&info)
-	return info
-}
+func (h *quorumQueue) info() QueueInfo { return h.status().QueueInfo }
 
 func (h *quorumQueue) status() QueueStatus {
-	st := h.q.localStatus()
+	var st QueueStatus
+	if f := h.forward(); f != nil {
+		st = f.status()
+	} else {
+		st = h.q.localStatus()
+	}
 	h.addReplicas(&st.QueueInfo)
 	return st
 }

@@ -10,6 +10,9 @@ import (
 func (s *Server) startReplicas() error {
 	cfg := replica.DefaultConfig()
 	cfg.Node = s.cfg.NodeName
+	if s.cluster != nil {
+		s.clusterReplicaConfig(&cfg)
+	}
 	m, err := replica.NewManager(cfg)
 	if err != nil {
 		return err
@@ -88,15 +91,6 @@ func setQuorumPlacement(q *Queue, p *replica.Placement) {
 	}
 }
 
-// quorumCandidates returns up to n alive cluster members other than this
-// node, those holding the fewest quorum replicas first.
-func (s *Server) quorumCandidates(n int) []string {
-	if n <= 0 {
-		return nil
-	}
-	return nil
-}
-
 // onlineNodes is the nodes among nodes that are up: this one, and in a
 // cluster the members its membership sees alive.
 func (s *Server) onlineNodes(nodes []string) []string {
@@ -107,9 +101,4 @@ func (s *Server) onlineNodes(nodes []string) []string {
 		}
 	}
 	return out
-}
-
-// nodeAlive reports whether another cluster member is alive.
-func (s *Server) nodeAlive(node string) bool {
-	return false
 }

@@ -95,7 +95,7 @@ func (r *remoteQueues) localQueue(vh *Vhost, name string) *Queue {
 	if q == nil {
 		return nil
 	}
-	if _, remote := q.h.(*remoteQueue); remote {
+	if _, remote := q.h.(*remoteQueue); remote || !q.homedHere() {
 		return nil
 	}
 	return q

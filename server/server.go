@@ -110,13 +110,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.users.apply = s.apply
 	s.started = time.Now()
-	if err := s.startReplicas(); err != nil {
-		return nil, err
-	}
 	if cfg.Cluster != nil {
 		s.cluster = newClusterMember(&cfg)
 		s.cluster.peers = &clusterPeers{}
 		s.enableRemoteQueues(s.cluster.cfg.NodeName, s.cluster.peers, s.cluster.peers)
+	}
+	if err := s.startReplicas(); err != nil {
+		return nil, err
 	}
 	if err := s.loadTLS(); err != nil {
 		return nil, err

@@ -1,0 +1,131 @@
+package server
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// quorumPlacementOn is node n's view of the queue's placement.
+func quorumPlacementOn(n *clusterNode, name string) (leader string, epoch uint64, replicas []string) {
+	q := n.Vhost("/").queue(name)
+	h, ok := q.quorumHandle()
+	if !ok {
+		return "", 0, nil
+	}
+	p := h.placement()
+	return p.Leader, p.Epoch, p.Replicas
+}
+
+// TestClusterQuorumQueueFailover: a quorum queue declared on one node of
+// three has a replica on each, led by the declaring node. 2,000 persistent
+// messages published with confirms on another node (forwarded to the
+// leader) are all confirmed; the leader's node is then shut without any
+// handoff, a mirror is elected, and every confirmed message is delivered
+// from it, nothing that was not published, a duplicate only redelivered.
+// Then a mirror restarts and catches up with what was published meanwhile.
+func TestClusterQuorumQueueFailover(t *testing.T) {
+	nodes := startTestCluster(t, 3, 3)
+	leader := nodes[0]
+	_, lch := leader.channel(t)
+	declareQuorum(t, lch, "qq", nil)
+	for _, n := range nodes {
+		waitFor(t, 10*time.Second, n.name+" to know the queue", func() bool {
+			l, _, rs := quorumPlacementOn(n, "qq")
+			return l == leader.name && len(rs) == 3
+		})
+	}
+	pub := nodes[1]
+	_, pch := pub.channel(t)
+	const n = 2000
+	publishConfirmedBodies(t, pch, "qq", n, func(i int) string { return "m" + strconv.Itoa(i) })
+
+	// Abrupt for the queue: no leadership handoff exists, the node stops.
+	must(t, leader.Close())
+	survivors := nodes[1:]
+	var newLeader *clusterNode
+	waitFor(t, 30*time.Second, "a new quorum queue leader", func() bool {
+		for _, s := range survivors {
+			l, epoch, _ := quorumPlacementOn(s, "qq")
+			if epoch < 2 {
+				return false
+			}
+			for _, c := range survivors {
+				if c.name == l {
+					newLeader = c
+				}
+			}
+		}
+		return newLeader != nil
+	})
+	consumeNode := survivors[0]
+	if consumeNode == newLeader {
+		consumeNode = survivors[1] // consume through the forwarding too
+	}
+	conn := consumeNode.dial(t)
+	ch, err := conn.Channel()
+	must(t, err)
+	must(t, ch.Qos(200, 0, false))
+	var ds <-chan amqp091.Delivery
+	waitFor(t, 15*time.Second, "a consumer on the new leader", func() bool {
+		c, err := conn.Channel()
+		if err != nil {
+			return false
+		}
+		must(t, c.Qos(200, 0, false))
+		d, err := c.Consume("qq", "", false, false, false, false, nil)
+		if err != nil {
+			return false
+		}
+		ch, ds = c, d
+		return true
+	})
+	_ = ch
+	seen := make(map[string]bool)
+	deadline := time.After(60 * time.Second)
+	for len(seen) < n {
+		select {
+		case d, ok := <-ds:
+			if !ok {
+				t.Fatalf("consumer closed after %d of %d", len(seen), n)
+			}
+			body := string(d.Body)
+			i, err := strconv.Atoi(body[1:])
+			if body[0] != 'm' || err != nil || i < 0 || i >= n {
+				t.Fatalf("delivered %q, never published", body)
+			}
+			if seen[body] && !d.Redelivered {
+				t.Fatalf("duplicate %q without redelivered", body)
+			}
+			seen[body] = true
+			must(t, d.Ack(false))
+		case <-deadline:
+			t.Fatalf("only %d of %d confirmed messages delivered after failover", len(seen), n)
+		}
+	}
+
+	// A mirror restarts and catches up with what was published since.
+	var mirror *clusterNode
+	for _, s := range survivors {
+		if s != newLeader {
+			mirror = s
+		}
+	}
+	mirror = mirror.restart(t)
+	_, nch := newLeader.channel(t)
+	publishConfirmedBodies(t, nch, "qq", 100, func(i int) string { return "after" + strconv.Itoa(i) })
+	lh, _ := newLeader.Vhost("/").queue("qq").quorumHandle()
+	want := lh.r.Status().LastOffset
+	waitFor(t, 30*time.Second, "the restarted mirror to catch up", func() bool {
+		h, ok := mirror.Vhost("/").queue("qq").quorumHandle()
+		if !ok {
+			return false
+		}
+		h.mu.Lock()
+		l := h.log
+		h.mu.Unlock()
+		return l != nil && l.DurableOffset() >= want
+	})
+}

@@ -1,0 +1,122 @@
+package server
+
+import (
+	"slices"
+
+	"github.com/warrenmq/warren/cluster/replica"
+)
+
+// A quorum queue's handle has one of three roles on a node, set by its
+// placement: the leader serves the queue from its in-memory copy of the
+// log's state; a mirror holds a replica of the log but no queue state
+// (mirrors apply nothing, so a deposed or restarted leader has nothing to
+// undo) and forwards its clients' operations to the leader; a node with no
+// replica only forwards. Forwarding is the remote-queue proxy
+// (remote_queue.go) pointed at the current leader, replaced when the
+// leader changes.
+
+// placement is the queue's current placement.
+func (h *quorumQueue) placement() replica.Placement {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.place
+}
+
+// leading reports whether this node serves the queue.
+func (h *quorumQueue) leading() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fwd == nil && h.r != nil
+}
+
+// forward is the proxy to the leader while another node leads, else nil.
+func (h *quorumQueue) forward() *remoteQueue {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fwd
+}
+
+// setForward points this node's clients of the queue at leader.
+func (h *quorumQueue) setForward(srv *Server, leader string) {
+	if srv.remote == nil {
+		return // standalone: there is no other leader
+	}
+	f := srv.remote.remoteHandle(h.q, leader)
+	h.mu.Lock()
+	h.fwd = f
+	h.mu.Unlock()
+}
+
+// isMember reports whether node holds a replica under p.
+func isMember(p replica.Placement, node string) bool { return slices.Contains(p.Replicas, node) }
+
+// applyPlacement applies a committed placement change on this node (the
+// apply of AlterQueueISR or ElectQueueLeader, on every node): the replica
+// takes it, and a change of leader changes the handle's role.
+func (h *quorumQueue) applyPlacement(srv *Server, np replica.Placement) {
+	self := srv.cfg.NodeName
+	h.mu.Lock()
+	old := h.place
+	h.place = np
+	r := h.r
+	wasLeader := r != nil && h.fwd == nil
+	h.mu.Unlock()
+	if r != nil {
+		r.SetPlacement(np)
+	}
+	switch {
+	case np.Leader == self && r != nil && !wasLeader:
+		h.becomeLeader()
+	case np.Leader != self && wasLeader:
+		h.stepDown(srv, np.Leader)
+	case np.Leader != self && old.Leader != np.Leader:
+		h.setForward(srv, np.Leader)
+	}
+}
+
+// becomeLeader rebuilds the queue from this node's log (a mirror that was
+// elected) and starts serving it. The replica already leads the new epoch;
+// publishes wait for h.mu, so none of them is both replayed and pending.
+func (h *quorumQueue) becomeLeader() {
+	q := h.q
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.log == nil || h.closed {
+		return
+	}
+	ms, err := replayQuorum(h.log)
+	if err != nil {
+		q.vhost.log.Error("quorum queue: cannot rebuild from its log; not serving", "queue", q.name, "err", err)
+		return
+	}
+	q.restoreQuorum(ms)
+	h.fwd = nil
+	q.vhost.log.Info("quorum queue leader here", "queue", q.name, "messages", len(ms), "epoch", h.place.Epoch)
+}
+
+// stepDown ends serving the queue here (another node was elected): its
+// consumers are cancelled and its in-memory state dropped, without
+// records; the log is the leader's to change now.
+func (h *quorumQueue) stepDown(srv *Server, leader string) {
+	q := h.q
+	q.mu.Lock()
+	cs := q.consumers
+	q.consumers, q.exclusiveConsumer = nil, nil
+	q.ready.drain()
+	clear(q.pending)
+	q.unacked = tally{}
+	*q.journal = quorumJournal{}
+	q.mu.Unlock()
+	h.mu.Lock()
+	waits := h.waits
+	h.pend, h.waits = nil, nil
+	h.mu.Unlock()
+	cs2 := make([]completion, len(waits))
+	for i, w := range waits {
+		cs2[i] = w.c
+	}
+	completeAll(cs2, false)
+	notifyCancelled(cs)
+	h.setForward(srv, leader)
+	q.vhost.log.Info("quorum queue leader moved away", "queue", q.name, "leader", leader)
+}
