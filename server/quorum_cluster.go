@@ -143,9 +143,7 @@ func (s *Server) clusterReplicaConfig(cfg *replica.Config) {
 		}
 		for _, m := range cn.Members() {
 			if m.Name == node {
-				c, err := cn.DialStream(ctx, m.Addr, cluster.ClassReplication)
-				s.log.Warn("DEBUG dial", "node", node, "addr", m.Addr, "err", err)
-				return c, err
+				return cn.DialStream(ctx, m.Addr, cluster.ClassReplication)
 			}
 		}
 		return nil, fmt.Errorf("no cluster member %s", node)
@@ -164,7 +162,6 @@ const quorumLease = 5 * time.Second
 // serveReplication takes the cluster port's replication connections.
 func (s *Server) serveReplication(node *cluster.Node) error {
 	return node.HandleStream(cluster.ClassReplication, func(conn net.Conn, from string) {
-		s.log.Warn("DEBUG serve", "from", from)
 		s.replicas.ServeConn(conn, from)
 	})
 }
