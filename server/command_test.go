@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/replica"
 )
 
 // TestCommandRoundTrip encodes one command of every type, with every field
@@ -31,7 +32,11 @@ func TestCommandRoundTrip(t *testing.T) {
 		DeclareExchange{Vhost: "v", Name: "x", Type: "topic", Durable: true, AutoDelete: true, Internal: true, Arguments: args},
 		DeleteExchange{Vhost: "v", Name: "x"},
 		DeclareQueue{Vhost: "v", Name: "q", Durable: true, Exclusive: true, AutoDelete: true, Arguments: args,
-			Owner: &OwnerRef{Node: "warren@h", Conn: 7}},
+			Owner: &OwnerRef{Node: "warren@h", Conn: 7}, Node: "warren@h", Placement: &replica.Placement{Replicas: []string{"warren@h", "warren@i"},
+				Leader: "warren@h", Epoch: 2, ISR: []string{"warren@h"}, MinISR: 1, Version: 3}},
+		AlterQueueISR{Vhost: "v", Name: "q", Epoch: 2, Version: 3, ISR: []string{"warren@h", "warren@i"}},
+		ElectQueueLeader{Vhost: "v", Name: "q", Placement: replica.Placement{Replicas: []string{"warren@h", "warren@i"},
+			Leader: "warren@i", Epoch: 3, ISR: []string{"warren@i"}, MinISR: 1, Version: 4}},
 		DeleteQueue{Vhost: "v", Name: "q"},
 		Bind{Vhost: "v", Source: "x", Destination: "q", DestinationType: "queue", Durable: true, RoutingKey: "k", Arguments: args},
 		Unbind{Vhost: "v", Source: "x", Destination: "q", DestinationType: "queue", Durable: true, RoutingKey: "k", Arguments: args},

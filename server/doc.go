@@ -68,5 +68,24 @@
 //     against an auto-delete or x-expires delete racing a redeclare of the
 //     same name between its check and its commit.
 //
+// Quorum queues (x-queue-type quorum; quorum_*.go) keep their messages in a
+// replicated log (package cluster/replica): a publish is confirmed once its
+// record is committed, which in a cluster means durable (fsynced) on every
+// member of the in-sync set with at least a majority of the replicas in it,
+// and unconfirmed publishes are nacked after 30 s. The leader runs the
+// classic queue code in memory over the log's state; a leader's node going
+// down makes the metadata leader elect an in-sync mirror (never an
+// unclean election), which rebuilds the queue from its log: confirmed
+// messages survive, unacknowledged ones come back redelivered with their
+// x-delivery-count raised. Not yet: paging of the leader's in-memory
+// queue (it holds every live message's body), at-least-once dead
+// lettering (served as at-most-once), member management (add, delete,
+// grow, shrink, transfer, rebalance), drain and revive, re-attaching
+// consumers after a failover (consumers of the old leader are cancelled
+// and must re-subscribe), resending a non-leader's unconfirmed forwarded
+// publishes to the new leader (they are nacked), the balanced leader
+// locator (placement is client-local), mirrored ha-* policies, and
+// replicated streams.
+//
 // Lock order is in LOCKS.md at the repository root, goroutines in THREADS.md.
 package server

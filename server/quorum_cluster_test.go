@@ -129,3 +129,56 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 		return l != nil && l.DurableOffset() >= want
 	})
 }
+
+// TestClusterQuorumQueuePlacement: a group size is capped at the cluster's
+// size; the mirrors are the members holding the fewest replicas; a node
+// holding no replica serves the queue by forwarding to its leader.
+func TestClusterQuorumQueuePlacement(t *testing.T) {
+	nodes := startTestCluster(t, 3, 3)
+	_, ch := nodes[0].channel(t)
+	declareQuorum(t, ch, "big", amqp091.Table{"x-quorum-initial-group-size": int32(7)})
+	declareQuorum(t, ch, "qa", amqp091.Table{"x-quorum-initial-group-size": int32(2)})
+	declareQuorum(t, ch, "qb", amqp091.Table{"x-quorum-initial-group-size": int32(2)})
+	var members [2][]string
+	for i, name := range []string{"qa", "qb"} {
+		waitFor(t, 10*time.Second, "placements everywhere", func() bool {
+			for _, n := range nodes {
+				if _, _, rs := quorumPlacementOn(n, name); len(rs) != 2 {
+					return false
+				}
+			}
+			return true
+		})
+		_, _, members[i] = quorumPlacementOn(nodes[0], name)
+	}
+	if _, _, rs := quorumPlacementOn(nodes[0], "big"); len(rs) != 3 {
+		t.Fatalf("group size 7 on 3 nodes: replicas %v", rs)
+	}
+	if members[0][0] != nodes[0].name || members[1][0] != nodes[0].name || members[0][1] == members[1][1] {
+		t.Fatalf("qa on %v, qb on %v: want both led by %s, mirrored on different nodes", members[0], members[1], nodes[0].name)
+	}
+	// The node without a replica of qb publishes and consumes through its leader.
+	var outside *clusterNode
+	for _, n := range nodes {
+		if n.name != members[1][0] && n.name != members[1][1] {
+			outside = n
+		}
+	}
+	oconn, och := outside.channel(t)
+	publishConfirmedBodies(t, och, "qb", 10, func(i int) string { return "b" + strconv.Itoa(i) })
+	cch, err := oconn.Channel()
+	must(t, err)
+	ds, err := cch.Consume("qb", "", false, false, false, false, nil)
+	must(t, err)
+	for i := range 10 {
+		d := recv(t, ds)
+		if string(d.Body) != "b"+strconv.Itoa(i) {
+			t.Fatalf("delivery %d through the leader: %q", i, d.Body)
+		}
+		must(t, d.Ack(false))
+	}
+	h, _ := outside.Vhost("/").queue("qb").quorumHandle()
+	if h.r != nil || h.forward() == nil {
+		t.Fatalf("%s holds no replica of qb but has one open, or no proxy", outside.name)
+	}
+}

@@ -562,7 +562,7 @@ func (h *quorumQueue) openFiles(srv *Server) error {
 			l.Close()
 			return fmt.Errorf("quorum queue %q: %w", q.name, err)
 		}
-		q.restoreQuorum(ms)
+		q.publishDeadLetters(q.restoreQuorum(ms))
 	} else {
 		h.setForward(srv, p.Leader)
 	}
@@ -606,11 +606,13 @@ func openQuorumLog(vh *Vhost, name string) (replica.Log, string, error) {
 	return fl, dir, nil
 }
 
-// restoreQuorum puts the live messages of a replayed log into the queue:
+// restoreQuorum puts the live messages of a replayed log into the queue
+// and returns those that expired meanwhile, for the caller to dead-letter
+// once it holds no lock:
 // redelivered when they were delivered or returned, a consumer's
 // delivery that was still outstanding counted as a return (the consumer
 // was lost with the node, as RabbitMQ counts a lost consumer's messages).
-func (q *Queue) restoreQuorum(ms []*replayed) {
+func (q *Queue) restoreQuorum(ms []*replayed) []deadLetter {
 	var clk lazyClock
 	q.mu.Lock()
 	for _, r := range ms {
@@ -635,7 +637,7 @@ func (q *Queue) restoreQuorum(ms []*replayed) {
 	q.expireLocked(&clk)
 	dead := q.takeDeadLocked()
 	q.mu.Unlock()
-	q.publishDeadLetters(dead)
+	return dead
 }
 
 // quorumDir is the directory of a quorum queue's log.

@@ -80,18 +80,23 @@ func (h *quorumQueue) applyPlacement(srv *Server, np replica.Placement) {
 func (h *quorumQueue) becomeLeader() {
 	q := h.q
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.log == nil || h.closed {
+		h.mu.Unlock()
 		return
 	}
 	ms, err := replayQuorum(h.log)
 	if err != nil {
+		h.mu.Unlock()
 		q.vhost.log.Error("quorum queue: cannot rebuild from its log; not serving", "queue", q.name, "err", err)
 		return
 	}
-	q.restoreQuorum(ms)
+	dead := q.restoreQuorum(ms)
 	h.fwd = nil
-	q.vhost.log.Info("quorum queue leader here", "queue", q.name, "messages", len(ms), "epoch", h.place.Epoch)
+	epoch := h.place.Epoch
+	h.mu.Unlock()
+	q.publishDeadLetters(dead) // with h.mu released: a DLX may route back here
+	h.flush()
+	q.vhost.log.Info("quorum queue leader here", "queue", q.name, "messages", len(ms), "epoch", epoch)
 }
 
 // stepDown ends serving the queue here (another node was elected): its
