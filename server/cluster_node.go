@@ -27,6 +27,9 @@ import (
 type clusterMember struct {
 	cfg  cluster.Config
 	node *cluster.Node // set by startCluster
+	// started is node once startCluster set it, for goroutines that may
+	// run before (a recovered quorum queue's replica dialling its peers).
+	started atomic.Pointer[cluster.Node]
 	// peers carries the remote-queue plane over node's rpc; made with the
 	// server so definitions replayed while the node starts get proxies.
 	peers *clusterPeers
@@ -95,6 +98,7 @@ func (s *Server) startCluster() error {
 		return fmt.Errorf("server: starting the cluster node: %w", err)
 	}
 	cm.node = node
+	cm.started.Store(node)
 	cm.peers.bind(node)
 	node.HandleRPC(methodNodeInfo, s.handleNodeInfo)
 	if err := s.serveReplication(node); err != nil {
@@ -386,6 +390,7 @@ func (s *Server) reapLoop() {
 		case <-t.C:
 		}
 		s.noteLostNodes()
+		s.reclaimQuorumLeaders()
 		if s.cluster.node.IsLeader() {
 			s.reapDeadQueues()
 			s.electQuorumLeaders()

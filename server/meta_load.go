@@ -132,6 +132,10 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 	}
 	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
 	setQuorumPlacement(q, mq.Placement)
+	if h, ok := q.quorumHandle(); ok && s.cluster != nil && mq.Placement != nil &&
+		mq.Placement.Leader == s.cfg.NodeName && len(mq.Placement.Replicas) > 1 {
+		h.starting = true // not yet installed: no lock needed
+	}
 	if s.cluster != nil && mq.Node != "" && mq.Node != s.cfg.NodeName && !q.quorum {
 		// Homed on another node: no files here (queueHome).
 		s.makeRemote(q, mq.Node)

@@ -137,7 +137,7 @@ func (c quorumController) AlterISR(ctx context.Context, queue string, epoch, ver
 // controller.
 func (s *Server) clusterReplicaConfig(cfg *replica.Config) {
 	cfg.Dial = func(ctx context.Context, node string) (net.Conn, error) {
-		cn := s.cluster.node
+		cn := s.cluster.started.Load()
 		if cn == nil {
 			return nil, errors.New("cluster node not started")
 		}
@@ -149,7 +149,7 @@ func (s *Server) clusterReplicaConfig(cfg *replica.Config) {
 		return nil, fmt.Errorf("no cluster member %s", node)
 	}
 	cfg.Lease = func() bool {
-		cn := s.cluster.node
+		cn := s.cluster.started.Load()
 		return cn != nil && time.Since(cn.LastMetaContact()) < quorumLease
 	}
 	cfg.Controller = quorumController{s}
@@ -169,7 +169,7 @@ func (s *Server) serveReplication(node *cluster.Node) error {
 // quorumCandidates returns up to n alive cluster members other than this
 // node, those holding the fewest quorum replicas first (then by name).
 func (s *Server) quorumCandidates(n int) []string {
-	if n <= 0 || s.cluster == nil || s.cluster.node == nil {
+	if n <= 0 || s.cluster == nil || s.cluster.started.Load() == nil {
 		return nil
 	}
 	held := make(map[string]int)
@@ -183,7 +183,7 @@ func (s *Server) quorumCandidates(n int) []string {
 		}
 	}
 	var out []string
-	for _, m := range s.cluster.node.Members() {
+	for _, m := range s.cluster.started.Load().Members() {
 		if m.Name != s.cfg.NodeName && m.State == cluster.StateAlive {
 			out = append(out, m.Name)
 		}
@@ -199,10 +199,10 @@ func (s *Server) quorumCandidates(n int) []string {
 
 // nodeAlive reports whether another cluster member is alive.
 func (s *Server) nodeAlive(node string) bool {
-	if s.cluster == nil || s.cluster.node == nil {
+	if s.cluster == nil || s.cluster.started.Load() == nil {
 		return false
 	}
-	for _, m := range s.cluster.node.Members() {
+	for _, m := range s.cluster.started.Load().Members() {
 		if m.Name == node {
 			return m.State == cluster.StateAlive
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,32 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 		h.mu.Unlock()
 		return l != nil && l.DurableOffset() >= want
 	})
+
+	// The old leader restarts: it does not serve what it held (acked
+	// since on the new leader) but follows the cluster's placement.
+	old := startClusterNode(t, leader.name, leader.dir, leader.cc)
+	// At once, before it has the cluster's log: no stale message, only a
+	// refusal (the leader is not known yet) or one from the new leader.
+	_, sch := old.channel(t)
+	if d, ok, err := sch.Get("qq", false); err == nil && ok && !strings.HasPrefix(string(d.Body), "after") {
+		t.Fatalf("the restarted old leader served %q, settled on the new leader", d.Body)
+	} else if err != nil && amqpCode(err) != 404 {
+		t.Fatalf("get on the restarting old leader: %v", err)
+	}
+	waitFor(t, 30*time.Second, "the old leader to follow", func() bool {
+		q := old.Vhost("/")
+		if q == nil || q.queue("qq") == nil {
+			return false
+		}
+		l, epoch, _ := quorumPlacementOn(old, "qq")
+		return epoch >= 2 && l == newLeader.name
+	})
+	_, och := old.channel(t)
+	d, ok, err := och.Get("qq", false)
+	must(t, err)
+	if !ok || string(d.Body) != "after0" {
+		t.Fatalf("get on the restarted old leader: %q %v, want after0 from the new leader", d.Body, ok)
+	}
 }
 
 // TestClusterQuorumQueuePlacement: a group size is capped at the cluster's

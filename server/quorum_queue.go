@@ -110,6 +110,9 @@ type quorumQueue struct {
 	// fwd is the proxy to the leader while another node leads the queue
 	// (quorum_roles.go); its operations go there.
 	fwd *remoteQueue
+	// starting is set while a cluster node that started as this queue's
+	// leader waits to learn whether it still is (quorum_roles.go).
+	starting bool
 }
 
 type quorumPending struct {
@@ -156,8 +159,9 @@ func (h *quorumQueue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.L
 	rec := encodeQuorumEnq(m, nowMillis(), ttl)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.fwd != nil {
-		// The leader moved while the record was encoded: unconfirmed.
+	if h.fwd != nil || h.starting {
+		// The leader moved while the record was encoded, or is not known
+		// yet: unconfirmed.
 		return accepted{res: enqueued, failed: true}
 	}
 	if h.r == nil {
@@ -404,6 +408,9 @@ func (h *quorumQueue) consume(c *consumer, ok func()) *amqp.Error {
 	if f := h.forward(); f != nil {
 		return f.consume(c, ok)
 	}
+	if err := h.startingRefusal(methodBasicConsume); err != nil {
+		return err
+	}
 	err := h.q.addConsumer(c, ok)
 	h.flush()
 	return err
@@ -431,6 +438,9 @@ func (h *quorumQueue) get(max int, noAck bool, each func(outgoing, int)) (int, *
 	if f := h.forward(); f != nil {
 		return f.get(max, noAck, each)
 	}
+	if err := h.startingRefusal(methodBasicGet); err != nil {
+		return 0, err
+	}
 	n := h.q.get(max, noAck, each)
 	h.flush()
 	return n, nil
@@ -451,6 +461,9 @@ func (h *quorumQueue) settle(ds []delivery, kind settleKind) {
 func (h *quorumQueue) purge(method uint32) (int, *amqp.Error) {
 	if f := h.forward(); f != nil {
 		return f.purge(method)
+	}
+	if err := h.startingRefusal(method); err != nil {
+		return 0, err
 	}
 	n := h.q.purge()
 	h.flush()
@@ -555,7 +568,14 @@ func (h *quorumQueue) openFiles(srv *Server) error {
 	if err != nil {
 		return err
 	}
-	if p.Leader == self {
+	h.mu.Lock()
+	starting := h.starting
+	h.mu.Unlock()
+	switch {
+	case p.Leader == self && starting:
+		// Recovered on a cluster node: rebuilt once it knows it still
+		// leads (quorum_roles.go).
+	case p.Leader == self:
 		// Only a leader applies the log; a mirror's queue stays empty.
 		ms, err := replayQuorum(l)
 		if err != nil {
@@ -563,7 +583,7 @@ func (h *quorumQueue) openFiles(srv *Server) error {
 			return fmt.Errorf("quorum queue %q: %w", q.name, err)
 		}
 		q.publishDeadLetters(q.restoreQuorum(ms))
-	} else {
+	default:
 		h.setForward(srv, p.Leader)
 	}
 	h.mu.Lock()

@@ -3,6 +3,7 @@ package server
 import (
 	"slices"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/replica"
 )
 
@@ -26,7 +27,7 @@ func (h *quorumQueue) placement() replica.Placement {
 func (h *quorumQueue) leading() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.fwd == nil && h.r != nil
+	return h.fwd == nil && h.r != nil && !h.starting
 }
 
 // forward is the proxy to the leader while another node leads, else nil.
@@ -59,7 +60,10 @@ func (h *quorumQueue) applyPlacement(srv *Server, np replica.Placement) {
 	old := h.place
 	h.place = np
 	r := h.r
-	wasLeader := r != nil && h.fwd == nil
+	wasLeader := r != nil && h.fwd == nil && !h.starting
+	if np.Leader != self || np.Epoch > old.Epoch {
+		h.starting = false // the placement is newer than what the node started with
+	}
 	h.mu.Unlock()
 	if r != nil {
 		r.SetPlacement(np)
@@ -124,4 +128,52 @@ func (h *quorumQueue) stepDown(srv *Server, leader string) {
 	notifyCancelled(cs)
 	h.setForward(srv, leader)
 	q.vhost.log.Info("quorum queue leader moved away", "queue", q.name, "leader", leader)
+}
+
+// A cluster node that starts as the leader of a replicated queue does not
+// know whether the cluster elected another leader while it was down: its
+// stored placement is as of its last applied metadata entry. Until it
+// knows, it serves nothing (h.starting: publishes are nacked, consumes and
+// gets refused), so it cannot deliver what the other leader settled. It
+// then proposes itself again in a new epoch (reclaimQuorumLeaders); the
+// compare-and-set fails if an election came first, whose placement the
+// node then applies from the log and follows.
+
+// startingRefusal is the answer to a consume, get or purge while the
+// queue is starting: RabbitMQ 3.10's 404 for a queue whose leader is not
+// available.
+func (h *quorumQueue) startingRefusal(method uint32) *amqp.Error {
+	h.mu.Lock()
+	starting := h.starting
+	h.mu.Unlock()
+	if !starting {
+		return nil
+	}
+	q := h.q
+	return amqp.NewError(amqp.NotFound, method, "leader of durable %s is not available yet (the node is starting)",
+		describeQueue(q.name, q.vhost.name))
+}
+
+// reclaimQuorumLeaders proposes, for each queue this node started leading,
+// its leadership again in a new epoch (reapLoop, every node).
+func (s *Server) reclaimQuorumLeaders() {
+	for _, vh := range s.Vhosts() {
+		for _, q := range vh.Queues() {
+			h, ok := q.quorumHandle()
+			if !ok {
+				continue
+			}
+			h.mu.Lock()
+			starting, p := h.starting, h.place
+			h.mu.Unlock()
+			if !starting {
+				continue
+			}
+			np := p
+			np.Epoch, np.Version = p.Epoch+1, p.Version+1
+			if _, err := s.propose(ElectQueueLeader{Vhost: vh.name, Name: q.name, Placement: np}); err != nil {
+				s.log.Info("quorum queue leadership not reclaimed; following the cluster's placement", "queue", q.name, "err", err)
+			}
+		}
+	}
 }
