@@ -42,6 +42,15 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 	_, pch := pub.channel(t)
 	const n = 2000
 	publishConfirmedBodies(t, pch, "qq", n, func(i int) string { return "m" + strconv.Itoa(i) })
+	// A consumer on the third node holds 10 deliveries of the old leader.
+	_, och := nodes[2].channel(t)
+	must(t, och.Qos(10, 0, false))
+	ods, err := och.Consume("qq", "old", false, false, false, false, nil)
+	must(t, err)
+	var held []amqp091.Delivery
+	for range 10 {
+		held = append(held, recv(t, ods))
+	}
 
 	// Abrupt for the queue: no leadership handoff exists, the node stops.
 	must(t, leader.Close())
@@ -66,9 +75,6 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 		consumeNode = survivors[1] // consume through the forwarding too
 	}
 	conn := consumeNode.dial(t)
-	ch, err := conn.Channel()
-	must(t, err)
-	must(t, ch.Qos(200, 0, false))
 	var ds <-chan amqp091.Delivery
 	waitFor(t, 15*time.Second, "a consumer on the new leader", func() bool {
 		c, err := conn.Channel()
@@ -80,12 +86,32 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		ch, ds = c, d
+		ds = d
 		return true
 	})
-	_ = ch
+	// The old leader's deliveries acked now settle nothing on the new
+	// leader: the first new deliveries, held, can still be requeued.
+	var fresh []amqp091.Delivery
+	for range 10 {
+		fresh = append(fresh, recv(t, ds))
+	}
+	for _, d := range held {
+		must(t, d.Ack(false))
+	}
+	must(t, och.Qos(10, 0, false)) // a round trip: the acks were handled
+	nlq := newLeader.Vhost("/").queue("qq")
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if st := nlq.Info(); st.Unacked < 10 {
+			t.Fatalf("acks of the old leader's deliveries settled %d of the new leader's", 10-st.Unacked)
+		}
+		time.Sleep(20 * time.Millisecond) // bounded: the acks must never land
+	}
+	for _, d := range fresh {
+		must(t, d.Nack(false, true))
+	}
 	seen := make(map[string]bool)
-	deadline := time.After(60 * time.Second)
+	timeout := time.After(60 * time.Second)
 	for len(seen) < n {
 		select {
 		case d, ok := <-ds:
@@ -102,7 +128,7 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 			}
 			seen[body] = true
 			must(t, d.Ack(false))
-		case <-deadline:
+		case <-timeout:
 			t.Fatalf("only %d of %d confirmed messages delivered after failover", len(seen), n)
 		}
 	}
@@ -149,8 +175,8 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 		l, epoch, _ := quorumPlacementOn(old, "qq")
 		return epoch >= 2 && l == newLeader.name
 	})
-	_, och := old.channel(t)
-	d, ok, err := och.Get("qq", false)
+	_, rch := old.channel(t)
+	d, ok, err := rch.Get("qq", false)
 	must(t, err)
 	if !ok || string(d.Body) != "after0" {
 		t.Fatalf("get on the restarted old leader: %q %v, want after0 from the new leader", d.Body, ok)

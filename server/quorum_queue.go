@@ -30,6 +30,8 @@ import (
 //     Queue.mu; the handle appends the journal as records after each
 //     operation, outside the lock, without waiting for their commit.
 //   - Opening the queue (start, or a new leader) replays the log.
+//   - Records name messages by ENQ offset (the queue's seq); the delivery
+//     ids channels get are the leader's, tagged with its epoch.
 //   - The log is compacted below the first live offset every
 //     quorumCompactEvery settlements.
 
@@ -44,6 +46,9 @@ var testHookQuorumHoldCommits atomic.Bool
 // quorumSegmentSize is the segment size of a quorum queue's log: the log
 // reclaims whole segments below the first live message.
 var quorumSegmentSize int64 = 64 << 20
+
+// quorumEpochShift places a leader's epoch in its delivery ids.
+const quorumEpochShift = 40
 
 // quorumCompactEvery is how many settlements pass between compactions.
 const quorumCompactEvery = 4096
@@ -373,14 +378,12 @@ func (q *Queue) firstLiveLocked() uint64 {
 	if l := q.ready.front(); l != nil {
 		first = min(first, l.front().seq)
 	}
-	for seq := range q.pending {
-		first = min(first, seq)
-	}
+	q.pending.each(func(m *queued) { first = min(first, m.seq) })
 	return first
 }
 
-// enqueueAt is enqueue for a quorum queue's committed message: its
-// delivery id is its ENQ offset.
+// enqueueAt is enqueue for a quorum queue's committed message: its seq
+// is its ENQ offset, which the log's records name it by.
 func (q *Queue) enqueueAt(m *Message, ttl int64, off uint64) enqueueResult {
 	var clk lazyClock
 	q.mu.Lock()
@@ -446,9 +449,9 @@ func (h *quorumQueue) get(max int, noAck bool, each func(outgoing, int)) (int, *
 	return n, nil
 }
 
-// settle goes where the delivery's id is known: a delivery id is its ENQ
-// offset on every replica, so after a change of leader the new one
-// settles what the old one delivered.
+// settle goes to the leader. A delivery of an earlier leadership (its id
+// carries that epoch) settles nothing on a new leader: the message comes
+// back, redelivered, as the new leader rebuilt it.
 func (h *quorumQueue) settle(ds []delivery, kind settleKind) {
 	if f := h.forward(); f != nil {
 		f.settle(ds, kind)
@@ -582,7 +585,7 @@ func (h *quorumQueue) openFiles(srv *Server) error {
 			l.Close()
 			return fmt.Errorf("quorum queue %q: %w", q.name, err)
 		}
-		q.publishDeadLetters(q.restoreQuorum(ms))
+		q.publishDeadLetters(q.restoreQuorum(ms, p.Epoch))
 	default:
 		h.setForward(srv, p.Leader)
 	}
@@ -632,9 +635,13 @@ func openQuorumLog(vh *Vhost, name string) (replica.Log, string, error) {
 // redelivered when they were delivered or returned, a consumer's
 // delivery that was still outstanding counted as a return (the consumer
 // was lost with the node, as RabbitMQ counts a lost consumer's messages).
-func (q *Queue) restoreQuorum(ms []*replayed) []deadLetter {
+func (q *Queue) restoreQuorum(ms []*replayed, epoch uint64) []deadLetter {
 	var clk lazyClock
 	q.mu.Lock()
+	// Delivery ids carry the leader's epoch in their high bits: a
+	// settlement of another leadership's delivery (a client acking after
+	// a failover) finds nothing here instead of another message.
+	q.pending.next = max(q.pending.next, epoch<<quorumEpochShift)
 	for _, r := range ms {
 		m := &Message{Exchange: r.enq.exchange, RoutingKey: r.enq.key,
 			RawProps: slices.Clone(r.enq.props), Body: slices.Clone(r.enq.body), ttl: r.enq.ttl}

@@ -23,9 +23,11 @@ import (
 //	DELIVERED ids delivered to a consumer or basic.get with acks: they
 //	          come back redelivered after a failover or restart
 //
-// An id list is a count and the ascending ids, delta-encoded. A message's
-// delivery id is its ENQ record's offset, the same on every replica, so a
-// new leader names it as the old one did. The state the records describe
+// An id list is a count and the ascending ids, delta-encoded. A message is
+// named by its ENQ record's offset (its seq in the queue), the same on
+// every replica, so a new leader names it as the old one did. (A delivery
+// id handed to a channel is the leader's own, with its epoch in the high
+// bits: restoreQuorum.) The state the records describe
 // is a set (live messages, their counts and flags) and each record is
 // idempotent given the ENQ before it, so records of different goroutines
 // may reach the log in any order. A purge is written as SETTLE of the ids

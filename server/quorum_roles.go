@@ -94,7 +94,7 @@ func (h *quorumQueue) becomeLeader() {
 		q.vhost.log.Error("quorum queue: cannot rebuild from its log; not serving", "queue", q.name, "err", err)
 		return
 	}
-	dead := q.restoreQuorum(ms)
+	dead := q.restoreQuorum(ms, h.place.Epoch)
 	h.fwd = nil
 	epoch := h.place.Epoch
 	h.mu.Unlock()
@@ -112,7 +112,7 @@ func (h *quorumQueue) stepDown(srv *Server, leader string) {
 	cs := q.consumers
 	q.consumers, q.exclusiveConsumer = nil, nil
 	q.ready.drain()
-	clear(q.pending)
+	q.pending.drop()
 	q.unacked = tally{}
 	*q.journal = quorumJournal{}
 	q.mu.Unlock()
