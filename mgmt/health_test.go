@@ -231,8 +231,9 @@ func TestMgmtFeatureFlags(t *testing.T) {
 	// already on), an unknown one 3.10's 400, one Warren lacks 400.
 	e.must(e.do("PUT", "/api/feature-flags/stream_queue/enable", nil), 204, "enable an enabled flag")
 	expectBody(t, e.do("PUT", "/api/feature-flags/nope/enable", nil), 400, "bad_request", "unsupported")
-	expectBody(t, e.do("PUT", "/api/feature-flags/quorum_queue/enable", nil), 400, "bad_request",
-		"feature flag 'quorum_queue' cannot be enabled: Warren does not have this feature yet")
+	e.must(e.do("PUT", "/api/feature-flags/quorum_queue/enable", nil), 204, "enable quorum_queue, which is on")
+	expectBody(t, e.do("PUT", "/api/feature-flags/maintenance_mode_status/enable", nil), 400, "bad_request",
+		"feature flag 'maintenance_mode_status' cannot be enabled: Warren does not have this feature yet")
 	if r := e.get("/api/feature-flags/stream_queue/enable"); r.status != 405 {
 		t.Errorf("GET of enable: %d, want 405", r.status)
 	}

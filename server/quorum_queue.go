@@ -115,6 +115,8 @@ type quorumQueue struct {
 	// fwd is the proxy to the leader while another node leads the queue
 	// (quorum_roles.go); its operations go there.
 	fwd *remoteQueue
+	// appended is the offset of the last record this node appended.
+	appended uint64
 	// starting is set while a cluster node that started as this queue's
 	// leader waits to learn whether it still is (quorum_roles.go).
 	starting bool
@@ -173,6 +175,7 @@ func (h *quorumQueue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.L
 		return accepted{res: enqueueGone}
 	}
 	off, err := h.r.Append(rec)
+	h.appended = max(h.appended, off)
 	if err != nil {
 		q.vhost.log.Warn("quorum queue append refused", "queue", q.name, "err", err)
 		return accepted{res: enqueued, failed: true}
@@ -358,7 +361,9 @@ func (h *quorumQueue) flush() {
 		return
 	}
 	if len(recs) > 0 {
-		if _, err := h.r.Append(recs...); err != nil && !errors.Is(err, replica.ErrClosed) {
+		if last, err := h.r.Append(recs...); err == nil {
+			h.appended = max(h.appended, last)
+		} else if !errors.Is(err, replica.ErrClosed) {
 			q.vhost.log.Error("quorum queue: recording settlements failed", "queue", q.name, "err", err)
 		}
 	}
@@ -513,6 +518,24 @@ func (h *quorumQueue) delete() ([]*consumer, int) {
 		}
 	}
 	return cs, n
+}
+
+// drain appends what the journal holds and waits, up to d, until every
+// record this node appended is durable in its log: a graceful stop then
+// keeps the settlements clients made (the replica drops what it has not
+// written when it closes).
+func (h *quorumQueue) drain(d time.Duration) {
+	h.flush()
+	deadline := time.Now().Add(d)
+	for {
+		h.mu.Lock()
+		r, want := h.r, h.appended
+		h.mu.Unlock()
+		if r == nil || r.Status().DurableOffset >= want || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond) // bounded by d; shutdown only
+	}
 }
 
 // close stops the replica and closes the log (shutdown, delete); pending

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/warrenmq/warren/cluster/replica"
 )
 
@@ -19,6 +21,22 @@ func (s *Server) startReplicas() error {
 	}
 	s.replicas = m
 	return nil
+}
+
+// quorumDrainTime bounds how long a stopping node waits for each quorum
+// queue's last records to be written.
+const quorumDrainTime = 2 * time.Second
+
+// drainQuorumQueues writes what the quorum queues led here still hold
+// unwritten, before their replicas stop.
+func (s *Server) drainQuorumQueues() {
+	for _, vh := range s.Vhosts() {
+		for _, q := range vh.Queues() {
+			if h, ok := q.quorumHandle(); ok && h.leading() {
+				h.drain(quorumDrainTime)
+			}
+		}
+	}
 }
 
 // stopReplicas stops every replica of this node; the queues' logs are

@@ -406,6 +406,7 @@ func (s *Server) Close() error {
 		}
 		// After the connections, whose exclusive queues are deleted
 		// through the cluster; before storage, which the FSM writes.
+		s.drainQuorumQueues() // while the lease holds: before the cluster stops
 		s.stopCluster()
 		s.stopReplicas()
 		s.log.Info("stopping: checkpointing message stores and queue indexes")
