@@ -64,7 +64,7 @@ type clusterNode struct {
 
 // startClusterNode starts a broker named name on dir with cluster config
 // cc; cc.BindAddr is fixed to the port it got, so a restart keeps it.
-func startClusterNode(t *testing.T, name, dir string, cc *cluster.Config) *clusterNode {
+func startClusterNode(t testing.TB, name, dir string, cc *cluster.Config) *clusterNode {
 	t.Helper()
 	ts := startServer(t, func(c *Config) {
 		c.NodeName, c.DataDir, c.Cluster = name, dir, cc
@@ -75,7 +75,7 @@ func startClusterNode(t *testing.T, name, dir string, cc *cluster.Config) *clust
 }
 
 // restart closes the broker and starts it again on its data and ports.
-func (n *clusterNode) restart(t *testing.T) *clusterNode {
+func (n *clusterNode) restart(t testing.TB) *clusterNode {
 	t.Helper()
 	must(t, n.Close())
 	return startClusterNode(t, n.name, n.dir, n.cc)
@@ -84,7 +84,7 @@ func (n *clusterNode) restart(t *testing.T) *clusterNode {
 // startTestCluster starts size brokers, all seeded with the first one's
 // cluster address, bootstrapping with expect, and waits until every node
 // has applied the seed entry (guest can log in everywhere).
-func startTestCluster(t *testing.T, size, expect int) []*clusterNode {
+func startTestCluster(t testing.TB, size, expect int) []*clusterNode {
 	t.Helper()
 	nodes := make([]*clusterNode, size)
 	for i := range nodes {
