@@ -346,7 +346,13 @@ func (s *Server) prepareDeclareQueue(c DeclareQueue) (prepared, error) {
 	vh.waitIdleLocked(c.Name)
 	if q := vh.queues[c.Name]; q != nil {
 		vh.mu.Unlock()
-		return noop, refusal(redeclareQueue(q, c, args))
+		if err := redeclareQueue(q, c, args); err != nil {
+			return noop, refusal(err)
+		}
+		// The queue as this command found it: a delete applied right after
+		// must not turn the redeclare into a 404 (it did, looking it up
+		// again).
+		return prepared{install: func() (any, error) { return redeclaredQueue{q}, nil }}, nil
 	}
 	seen := vh.adm.policySet() // before the arguments are resolved with the policies
 	q, aerr := vh.newQueueLocked(c, args)
@@ -414,6 +420,10 @@ func (vh *Vhost) newQueueLocked(c DeclareQueue, args amqp.Table) (*Queue, *amqp.
 	}
 	return newQueue(vh, c.Name, c.Durable, c.Exclusive, c.AutoDelete, args, qa, nil), nil
 }
+
+// redeclaredQueue is the result of an equivalent redeclare: the queue
+// that was there.
+type redeclaredQueue struct{ q *Queue }
 
 // redeclareQueue checks a declare of an existing queue is equivalent: 405
 // for another owner's exclusive queue, 406 for different properties.

@@ -422,7 +422,11 @@ func (vh *Vhost) applyQueueDeclare(c *conn, m *amqp.QueueDeclare, name string) (
 	if nq, ok := v.(*Queue); ok {
 		return nq, true, nil
 	}
-	// An equivalent redeclare: the queue as it is now.
+	if r, ok := v.(redeclaredQueue); ok {
+		return r.q, false, nil
+	}
+	// An equivalent redeclare whose result did not come back to this
+	// node: the queue as it is now.
 	if q = vh.queue(name); q == nil {
 		return nil, false, amqp.NewError(amqp.NotFound, methodQueueDeclare, "no %s", describeQueue(name, vh.name))
 	}
