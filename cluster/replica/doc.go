@@ -96,8 +96,29 @@
 //     that restarts before the leader heard from it is only caught by its
 //     empty log (it catches up from zero and is never elected before it
 //     acknowledged what was committed).
-//   - FileLog.Sync always fsyncs (msgstore's Sync), whatever the flush
-//     policy; FileLog.DropBefore reclaims whole segments only.
+//   - FileLog.DropBefore reclaims whole segments only.
+//
+// # Durability and the flush policy
+//
+// FileLog.Sync follows the msgstore flush policy of the log's directory
+// (msgstore.Config.Flush). Under fsync (the default, and what the
+// invariants above assume) "durable" — what a mirror acknowledges and the
+// commit rule counts — means on stable storage. Under interval, messages
+// and os it means written to the operating system: Sync makes no fsync
+// (msgstore fsyncs every FlushInterval, every FlushMessages records, or
+// only when a segment is sealed), except after a record that starts a new
+// epoch, which is always fsynced so a restarted leader still finds its
+// epoch (ErrRestartedLeader).
+//
+// What that loses: a process crash, or a power cut of fewer nodes than the
+// in-sync set, loses nothing committed as long as the controller elects a
+// node that kept power (a node that lost power comes back with a shorter
+// log under the same StorageID and cannot tell). A coordinated power cut
+// (every in-sync node at once: one rack, one power feed) loses every
+// commit not yet fsynced on any of them: up to FlushInterval of commits
+// under interval, up to FlushMessages records under messages, and under os
+// whatever the kernel had not written back (by default up to about 30 s,
+// vm.dirty_expire_centisecs), and publishers were confirmed for all of it.
 //   - A leader whose own fsync or send backlog is old does not resign yet;
 //     disk-full on a leader fails the replica (FailureHandler) rather than
 //     handing leadership over.

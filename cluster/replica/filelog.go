@@ -28,10 +28,23 @@ import (
 // start above the recovered LastOffset (records a crash lost), and rebuilds
 // the history by scanning the log when the file is missing, damaged or does
 // not end with the last record's epoch.
+//
+// Sync follows the msgstore configuration's flush policy (Config.Flush):
+// under fsync (the default) it fsyncs, so DurableOffset is on stable
+// storage; under interval, messages and os it only makes sure everything
+// appended is written to the OS (msgstore's own flusher fsyncs on its
+// schedule), so "durable" means "survives a process crash". One exception
+// keeps the epoch fence of a restarted leader (ErrRestartedLeader) under
+// every policy: a Sync after a record that starts a new epoch fsyncs.
 type FileLog struct {
-	dir string
-	ml  *msgstore.Log
-	id  string
+	dir   string
+	ml    *msgstore.Log
+	id    string
+	flush msgstore.FlushPolicy
+
+	// newEpoch: a record starting an epoch was appended since the last
+	// fsync (goroutine-owned, as Append and Sync are).
+	newEpoch bool
 
 	// Written only by the replica's goroutine (the Log contract); atomics so
 	// Read, LastOffset and friends may run on other goroutines.
@@ -69,7 +82,7 @@ func OpenFileLog(cfg msgstore.Config) (*FileLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: open log %s: %w", cfg.Dir, err)
 	}
-	l := &FileLog{dir: dir, ml: ml, id: id}
+	l := &FileLog{dir: dir, ml: ml, id: id, flush: cfg.Flush}
 	if err := l.recover(); err != nil {
 		ml.Close()
 		return nil, err
@@ -250,6 +263,7 @@ func (l *FileLog) Append(recs ...Record) error {
 		l.mu.Lock()
 		l.epochs = nh
 		l.mu.Unlock()
+		l.newEpoch = true
 	}
 	if recs[0].Offset > last+1 {
 		if err := l.skipTo(recs[0].Offset); err != nil {
@@ -300,15 +314,34 @@ func (l *FileLog) skipTo(off uint64) error {
 	return nil
 }
 
-// Sync fsyncs everything appended, whatever the msgstore flush policy.
+// Sync makes everything appended durable as the flush policy defines it
+// (see FileLog): fsynced under fsync and after a new epoch's first record,
+// written to the OS otherwise.
 func (l *FileLog) Sync() error {
 	last := l.last.Load()
-	if err := l.ml.Sync(); err != nil {
+	if l.flush == msgstore.FlushFsync || l.newEpoch {
+		if err := l.ml.Sync(); err != nil {
+			return fmt.Errorf("replica: sync %s: %w", l.dir, err)
+		}
+		l.newEpoch = false
+	} else if err := l.whenWritten(last); err != nil {
 		return fmt.Errorf("replica: sync %s: %w", l.dir, err)
 	}
 	l.durable.Store(last)
 	return nil
 }
+
+// whenWritten waits until msgstore reports off written to the OS: Append
+// has written it already, but a log that failed since (a failed fsync of
+// its flusher) must not have its records counted durable.
+func (l *FileLog) whenWritten(off uint64) error {
+	ch := make(chan error, 1)
+	l.ml.WhenDurable(off, func(err error) { ch <- err })
+	return <-ch
+}
+
+// FlushPolicy is the policy Sync follows.
+func (l *FileLog) FlushPolicy() msgstore.FlushPolicy { return l.flush }
 
 func (l *FileLog) LastOffset() uint64    { return l.last.Load() }
 func (l *FileLog) FirstOffset() uint64   { return l.first.Load() }
