@@ -79,6 +79,14 @@ type Placement struct {
 	ISR      []string // in-sync replicas, the leader among them
 	MinISR   int      // commits stop while |ISR| < MinISR
 	Version  uint64
+	// StorageIDs is, for in-sync members, the StorageID of the log copy
+	// that earned the place (recorded by the controller from the leader's
+	// proposals; a member absent or "" is not known yet). A member whose
+	// log has another StorageID (a wiped and re-created directory) is not
+	// counted in sync: it neither leads (ErrStorageMismatch) nor stays in
+	// the set; it catches up and is added back under its new StorageID
+	// (RabbitMQ #15725: an empty log must not vote itself into the set).
+	StorageIDs map[string]string `json:",omitempty"`
 }
 
 // Controller is how a queue's leader asks the metadata group to change the
@@ -88,6 +96,16 @@ type Placement struct {
 // on every node) or refused (ErrStalePlacement).
 type Controller interface {
 	AlterISR(ctx context.Context, queue string, epoch, version uint64, isr []string) error
+}
+
+// StorageController is optionally implemented by a Controller that records
+// Placement.StorageIDs: the manager then calls AlterISRStorage instead of
+// AlterISR, with the StorageID of every proposed member it knows, and also
+// proposes an unchanged in-sync set to record IDs the placement lacks. The
+// controller checks the change as for AlterISR (CheckAlterISR) and commits
+// ApplyAlterISR's placement.
+type StorageController interface {
+	AlterISRStorage(ctx context.Context, queue string, epoch, version uint64, isr []string, storageIDs map[string]string) error
 }
 
 // Handler is what the queue type above gives the replica of one queue.
@@ -196,6 +214,11 @@ var (
 	// as Kafka's controller does on a broker's new epoch (KIP-380). The
 	// replica waits, refusing appends, until SetPlacement brings one.
 	ErrRestartedLeader = errors.New("replica: leader restarted within its epoch; a new epoch is needed")
+	// ErrStorageMismatch: the placement names this node leader, but its
+	// log's StorageID is not the one the placement recorded for it (the
+	// directory was wiped or replaced): it may lack committed records, so
+	// it refuses to lead and the controller must elect another member.
+	ErrStorageMismatch = errors.New("replica: log's storage id differs from the placement's")
 	// ErrOffsetGap: an Append whose records do not continue the log.
 	ErrOffsetGap = errors.New("replica: records do not continue the log")
 	// ErrCompacted: a Read below the log's FirstOffset.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -196,14 +195,19 @@ type tcontroller struct {
 }
 
 func (tc *tcontroller) AlterISR(ctx context.Context, queue string, epoch, version uint64, isr []string) error {
+	return tc.AlterISRStorage(ctx, queue, epoch, version, isr, nil)
+}
+
+// AlterISRStorage makes tcontroller a StorageController: placements record
+// the members' StorageIDs.
+func (tc *tcontroller) AlterISRStorage(ctx context.Context, queue string, epoch, version uint64, isr []string, ids map[string]string) error {
 	tc.mu.Lock()
 	cur := tc.placements[queue]
 	if err := CheckAlterISR(cur, epoch, version, isr); err != nil {
 		tc.mu.Unlock()
 		return err
 	}
-	cur.ISR, cur.Version = slices.Clone(isr), cur.Version+1
-	tc.placements[queue] = cur
+	tc.placements[queue] = ApplyAlterISR(cur, isr, ids)
 	tc.mu.Unlock()
 	tc.alters.Add(1)
 	tc.publish(queue)

@@ -69,6 +69,13 @@
 //     same node in a new epoch when it is the only candidate), as Kafka's
 //     controller does on a broker's new epoch (KIP-380).
 //   - Elections only among live in-sync members (never unclean).
+//   - Storage IDs: an in-sync member whose log's StorageID is not the one
+//     the placement recorded (Placement.StorageIDs; a wiped directory) is
+//     not counted in sync: it refuses to lead (ErrStorageMismatch),
+//     ElectLeaderStorage skips it, a leader hearing its FOLLOW proposes it
+//     out, and it is added back under its new ID once caught up. Without
+//     this a wiped node could be elected with an empty log (RabbitMQ
+//     #15725). Invariant 4 is checked for the counted members.
 //
 // The simulator drives 3–5 replicas through thousands of seeded schedules:
 // appends, syncs, ticks, delivery in order per pair or (chaos mode) in any
@@ -78,7 +85,11 @@
 // fail: counting a mirror's written instead of durable, electing outside
 // the in-sync set, reporting a mirror's HW uncapped, dropping a proposed
 // addition before its placement, truncating by the last epoch only,
-// committing without a lease, or leading an epoch again after a restart.
+// committing without a lease, leading an epoch again after a restart,
+// letting a wiped log lead or keeping it in sync under its new StorageID.
+// TestReplicaProtocolWipeNeedsStorageIDs runs the schedules (which wipe
+// logs) with a controller that records no StorageIDs and requires them to
+// find a lost commit.
 //
 // # Caveats
 //
@@ -91,11 +102,11 @@
 //     ping is the liveness signal). The design's one frame listing every
 //     queue's HW per pair is not built: busy queues send one small frame each,
 //     coalesced into the pair's writes.
-//   - The leader learns storage IDs from FOLLOWs; a changed one takes the
-//     mirror out, but the Placement does not record them, so a wiped mirror
-//     that restarts before the leader heard from it is only caught by its
-//     empty log (it catches up from zero and is never elected before it
-//     acknowledged what was committed).
+//   - Storage IDs are recorded in Placement.StorageIDs only by a
+//     controller that implements StorageController (the leader proposes
+//     them, filling in a first placement's missing ones once each member
+//     acknowledged the epoch's start). Until then a wiped member is caught
+//     only by a leader that heard its old ID, or by its empty log.
 //   - FileLog.DropBefore reclaims whole segments only.
 //
 // # Durability and the flush policy

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -15,16 +16,25 @@ import (
 // and the old leader out of the in-sync set when it is not live (it rejoins
 // through an expansion once caught up).
 func ElectLeader(p Placement, live func(node string) bool, durable map[string]uint64) (Placement, bool) {
+	return ElectLeaderStorage(p, live, durable, nil)
+}
+
+// ElectLeaderStorage is ElectLeader that also skips every member whose
+// current StorageID (storage, as the nodes last reported them; absent:
+// unknown) differs from the one p recorded: a wiped copy refuses to lead
+// anyway (ErrStorageMismatch), so electing it would only take the queue
+// down for another round.
+func ElectLeaderStorage(p Placement, live func(node string) bool, durable map[string]uint64, storage map[string]string) (Placement, bool) {
 	best := ""
 	for _, n := range p.Replicas {
-		if n == p.Leader || !slices.Contains(p.ISR, n) || !live(n) {
+		if n == p.Leader || !slices.Contains(p.ISR, n) || !live(n) || storageDiffers(p, n, storage[n]) {
 			continue
 		}
 		if best == "" || durable[n] > durable[best] {
 			best = n
 		}
 	}
-	if best == "" && slices.Contains(p.ISR, p.Leader) && live(p.Leader) {
+	if best == "" && slices.Contains(p.ISR, p.Leader) && live(p.Leader) && !storageDiffers(p, p.Leader, storage[p.Leader]) {
 		best = p.Leader // a restarted or resigning leader that is the only one left
 	}
 	if best == "" {
@@ -36,8 +46,41 @@ func ElectLeader(p Placement, live func(node string) bool, durable map[string]ui
 	if !live(p.Leader) {
 		np.ISR = slices.DeleteFunc(np.ISR, func(n string) bool { return n == p.Leader })
 	}
+	np.StorageIDs = maps.Clone(p.StorageIDs)
 	np.Leader, np.Epoch, np.Version = best, p.Epoch+1, p.Version+1
 	return np, true
+}
+
+// storageDiffers reports whether id (a log's StorageID; "" unknown) is
+// known to differ from what p recorded for node.
+func storageDiffers(p Placement, node, id string) bool {
+	want := p.StorageIDs[node]
+	return want != "" && id != "" && id != want
+}
+
+// ApplyAlterISR is the placement a controller commits for an accepted
+// in-sync change (CheckAlterISR passed): isr, Version+1, and the storage
+// IDs of the members of isr, ids overriding what cur recorded; members
+// that left the set lose their entry (they earn a new one on the way back).
+func ApplyAlterISR(cur Placement, isr []string, ids map[string]string) Placement {
+	np := cur
+	np.Replicas = slices.Clone(cur.Replicas)
+	np.ISR = slices.Clone(isr)
+	np.Version = cur.Version + 1
+	np.StorageIDs = nil
+	for _, n := range isr {
+		id := ids[n]
+		if id == "" {
+			id = cur.StorageIDs[n]
+		}
+		if id != "" {
+			if np.StorageIDs == nil {
+				np.StorageIDs = make(map[string]string, len(isr))
+			}
+			np.StorageIDs[n] = id
+		}
+	}
+	return np
 }
 
 // CheckAlterISR is the controller's compare-and-set check of a leader's

@@ -10,17 +10,25 @@ import (
 type Timing struct {
 	LagTimeout, Heartbeat, RejoinAfter time.Duration
 	WindowRecords, WindowBytes         int
+	// RecordStorageIDs: the controller records Placement.StorageIDs
+	// (StorageController), so the leader also proposes an unchanged
+	// in-sync set to fill in the IDs the placement lacks.
+	RecordStorageIDs bool
 }
 
 func (c Config) timing() Timing {
+	_, rec := c.Controller.(StorageController)
 	return Timing{LagTimeout: c.LagTimeout, Heartbeat: c.Heartbeat, RejoinAfter: c.RejoinAfter,
-		WindowRecords: c.WindowRecords, WindowBytes: c.WindowBytes}
+		WindowRecords: c.WindowRecords, WindowBytes: c.WindowBytes, RecordStorageIDs: rec}
 }
 
 // Proposal is an in-sync set change a leader wants the Controller to make.
 type Proposal struct {
 	Epoch, Version uint64
 	ISR            []string
+	// StorageIDs of the members of ISR the leader knows (see
+	// Placement.StorageIDs): its own log's, and each mirror's from FOLLOW.
+	StorageIDs map[string]string
 }
 
 // Leader is the leader side of one queue's protocol as a deterministic
@@ -82,6 +90,11 @@ func NewLeader(self string, p Placement, log Log, t Timing, now time.Time) (*Lea
 		// records its mirrors hold; writing new ones at those offsets in the
 		// same epoch would make two different records look identical.
 		return nil, fmt.Errorf("%w: epoch %d", ErrRestartedLeader, p.Epoch)
+	}
+	if len(p.Replicas) > 1 && storageDiffers(p, self, log.StorageID()) {
+		// A wiped copy may lack what was committed: leading would make the
+		// mirrors truncate to it.
+		return nil, fmt.Errorf("%w: log %s, placement %s", ErrStorageMismatch, log.StorageID(), p.StorageIDs[self])
 	}
 	if len(h) == 0 || h[len(h)-1].Epoch < p.Epoch {
 		l.start = log.LastOffset() + 1
@@ -185,6 +198,9 @@ func (l *Leader) OnFollow(m Msg) []Msg {
 	}
 	if f.storageID != "" && f.storageID != m.StorageID {
 		l.wantOut(m.From, f, "storage id changed")
+	}
+	if storageDiffers(l.p, m.From, m.StorageID) {
+		l.wantOut(m.From, f, "storage id differs from the placement's")
 	}
 	f.storageID = m.StorageID
 	trunc := agreeUpTo(l.log.Epochs(), l.log.LastOffset(), m.History, m.LEO)
@@ -395,11 +411,39 @@ func (l *Leader) propose(now time.Time) *Proposal {
 			}
 		}
 	}
-	if !changed {
+	ids, fill := l.storageIDs(isr)
+	if !changed && !(fill && l.t.RecordStorageIDs) {
 		return nil
 	}
-	l.proposal = &Proposal{Epoch: l.p.Epoch, Version: l.p.Version, ISR: isr}
+	l.proposal = &Proposal{Epoch: l.p.Epoch, Version: l.p.Version, ISR: isr, StorageIDs: ids}
 	return l.proposal
+}
+
+// storageIDs is what the leader knows of isr's storage IDs: its own log's;
+// for a member the placement does not name yet (an addition) the ID it
+// followed with; for a member the placement has no ID for, the ID it
+// followed with once it acknowledged durably the HW and this epoch's
+// KindEpochStart, above every earlier commit (its log then holds
+// everything committed). fill reports a member whose ID
+// the placement lacks and this leader now knows.
+func (l *Leader) storageIDs(isr []string) (ids map[string]string, fill bool) {
+	ids = make(map[string]string, len(isr))
+	for _, n := range isr {
+		known := l.p.StorageIDs[n]
+		id := known
+		switch f := l.mirrors[n]; {
+		case n == l.self:
+			id = l.log.StorageID()
+		case f == nil || !f.following || f.storageID == "":
+		case !slices.Contains(l.p.ISR, n), known == "" && f.durable >= max(l.hw, l.start):
+			id = f.storageID
+		}
+		if id != "" {
+			ids[n] = id
+			fill = fill || (known == "" && slices.Contains(l.p.ISR, n))
+		}
+	}
+	return ids, fill
 }
 
 // ProposalDone is called when the controller refused the outstanding

@@ -283,7 +283,7 @@ func (r *replica) apply(p Placement, now time.Time) []Msg {
 	if err != nil {
 		// ErrRestartedLeader or ErrFenced: wait for the controller's next
 		// placement; a log error stops the replica.
-		if !errors.Is(err, ErrRestartedLeader) && !errors.Is(err, ErrFenced) {
+		if !errors.Is(err, ErrRestartedLeader) && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrStorageMismatch) {
 			r.fail(fmt.Errorf("replica: queue %s: lead epoch %d: %w", r.queue, p.Epoch, err))
 		}
 		r.setLeading(false, 0)
@@ -361,7 +361,12 @@ func (r *replica) propose(now time.Time) {
 		defer r.m.wg.Done()
 		ctx, cancel := contextWithTimeout(r.m, r.m.cfg.LagTimeout)
 		defer cancel()
-		err := r.m.cfg.Controller.AlterISR(ctx, r.queue, pr.Epoch, pr.Version, pr.ISR)
+		var err error
+		if sc, ok := r.m.cfg.Controller.(StorageController); ok {
+			err = sc.AlterISRStorage(ctx, r.queue, pr.Epoch, pr.Version, pr.ISR, pr.StorageIDs)
+		} else {
+			err = r.m.cfg.Controller.AlterISR(ctx, r.queue, pr.Epoch, pr.Version, pr.ISR)
+		}
 		r.post(event{propDone: true, propErr: err})
 	}()
 }

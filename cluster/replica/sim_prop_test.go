@@ -3,6 +3,7 @@ package replica
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,7 +39,7 @@ func (s *sim) heal() {
 		}
 		s.tick(300 * time.Millisecond)
 		ld := s.node(s.ctl.Leader)
-		if ld.leader != nil && ld.leader.HW() == ld.log.LastOffset() && len(s.ctl.ISR) == len(s.ctl.Replicas) {
+		if ld.leader != nil && ld.leader.HW() == ld.log.LastOffset() && len(s.ctl.ISR) == len(s.ctl.Replicas) && s.storageCurrent() {
 			s.check()
 			s.checkISRLogs()
 			return
@@ -49,14 +50,33 @@ func (s *sim) heal() {
 	}
 	ld := s.node(s.ctl.Leader)
 	if s.err == nil && ld.leader != nil {
-		s.fail("no progress after healing: leader %s hw %d last %d, isr %v of %v, mirrors %+v", ld.name, ld.leader.HW(), ld.log.LastOffset(), s.ctl.ISR, s.ctl.Replicas, ld.leader.MirrorStatus(s.now))
+		s.fail("no progress after healing: leader %s hw %d last %d, isr %v of %v, ids %v, mirrors %+v", ld.name, ld.leader.HW(), ld.log.LastOffset(), s.ctl.ISR, s.ctl.Replicas, s.ctl.StorageIDs, ld.leader.MirrorStatus(s.now))
 	}
 	s.check()
 	s.checkISRLogs()
 }
 
+// storageCurrent reports whether the placement records every in-sync
+// member's current StorageID (a wiped member was shrunk out and added back
+// under its new one).
+func (s *sim) storageCurrent() bool {
+	if s.noStorage {
+		return true
+	}
+	for _, n := range s.ctl.ISR {
+		if s.ctl.StorageIDs[n] != s.node(n).log.StorageID() {
+			return false
+		}
+	}
+	return true
+}
+
 func runSim(seed uint64, chaos bool, steps int) *sim {
-	s := newSim(seed, 3+int(seed%3), chaos)
+	return runSimWith(seed, chaos, false, steps)
+}
+
+func runSimWith(seed uint64, chaos, noStorage bool, steps int) *sim {
+	s := newSim(seed, 3+int(seed%3), chaos, noStorage)
 	for i := 0; i < steps && s.err == nil; i++ {
 		s.step()
 		if i%25 == 0 {
@@ -84,7 +104,7 @@ func TestReplicaProtocolProperties(t *testing.T) {
 	if v, err := strconv.ParseUint(os.Getenv("REPLICA_SIM_SEED"), 10, 64); err == nil {
 		first, seeds = v, 1
 	}
-	var commits, elections, shrinks, expands int
+	var commits, elections, shrinks, expands, wipes int
 	for seed := first; seed < first+uint64(seeds); seed++ {
 		for _, chaos := range []bool{false, true} {
 			s := runSim(seed, chaos, 400)
@@ -95,12 +115,35 @@ func TestReplicaProtocolProperties(t *testing.T) {
 			elections += s.elections
 			shrinks += s.shrinks
 			expands += s.expands
+			wipes += s.wipes
 		}
 	}
 	// The schedules must exercise what they claim to; a generator that never
 	// elects or shrinks would pass vacuously.
-	t.Logf("%d schedules: %d offsets committed, %d elections, %d shrinks, %d expansions", 2*seeds, commits, elections, shrinks, expands)
-	if seeds >= 100 && (elections < seeds/10 || shrinks < seeds/10 || expands < seeds/10 || commits < seeds*10) {
-		t.Fatalf("schedules too tame: %d commits, %d elections, %d shrinks, %d expansions", commits, elections, shrinks, expands)
+	t.Logf("%d schedules: %d offsets committed, %d elections, %d shrinks, %d expansions, %d wipes", 2*seeds, commits, elections, shrinks, expands, wipes)
+	if seeds >= 100 && (elections < seeds/10 || shrinks < seeds/10 || expands < seeds/10 || commits < seeds*10 || wipes < seeds/10) {
+		t.Fatalf("schedules too tame: %d commits, %d elections, %d shrinks, %d expansions, %d wipes", commits, elections, shrinks, expands, wipes)
+	}
+}
+
+// TestReplicaProtocolWipeNeedsStorageIDs breaks the storage-ID rule on
+// purpose (the controller records no StorageIDs) and requires the
+// simulator to find what the rule prevents: a wiped in-sync member elected
+// and losing committed records (invariant 1). It shows that the schedules
+// with wipes can catch the bug the rule fixes.
+func TestReplicaProtocolWipeNeedsStorageIDs(t *testing.T) {
+	failed := 0
+	for seed := uint64(1); seed <= 600 && failed == 0; seed++ {
+		for _, chaos := range []bool{false, true} {
+			s := runSimWith(seed, chaos, true, 400)
+			if s.err != nil && strings.Contains(s.err.Error(), "invariant 1") {
+				t.Logf("seed %d (chaos %v): %.200s", seed, chaos, s.err)
+				failed++
+				break
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("without StorageIDs in placements no schedule lost a committed record to a wiped leader")
 	}
 }

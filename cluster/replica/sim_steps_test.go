@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -119,6 +120,14 @@ func (s *sim) crash(nd *simNode, powerCut bool) {
 	if powerCut {
 		nd.log.PowerCut()
 	}
+	if powerCut && s.rng.IntN(3) == 0 {
+		// The disk is replaced or the directory deleted: the node comes
+		// back with an empty log under a new StorageID.
+		nd.log.Wipe()
+		nd.wiped = true
+		s.wipes++
+		s.logf("wipe %s", nd.name)
+	}
 	s.logf("crash %s (power cut %v, durable %d)", nd.name, powerCut, nd.log.DurableOffset())
 	for _, o := range s.nodes {
 		if o != nd {
@@ -144,8 +153,12 @@ func (s *sim) controllerStep() {
 		if len(pr.p.ISR) > len(s.ctl.ISR) {
 			s.expands++
 		}
-		s.ctl.ISR, s.ctl.Version = slices.Clone(pr.p.ISR), s.ctl.Version+1
-		s.logf("controller: isr %v v%d", s.ctl.ISR, s.ctl.Version)
+		ids := pr.p.StorageIDs
+		if s.noStorage {
+			ids = nil
+		}
+		s.ctl = ApplyAlterISR(s.ctl, pr.p.ISR, ids)
+		s.logf("controller: isr %v v%d ids %v", s.ctl.ISR, s.ctl.Version, s.ctl.StorageIDs)
 		return
 	}
 	s.logf("controller refuses %s: %v", pr.node, err)
@@ -160,7 +173,7 @@ func (s *sim) placementTo(nd *simNode) {
 		return
 	}
 	p := s.ctl
-	p.ISR, p.Replicas = slices.Clone(p.ISR), slices.Clone(p.Replicas)
+	p.ISR, p.Replicas, p.StorageIDs = slices.Clone(p.ISR), slices.Clone(p.Replicas), maps.Clone(p.StorageIDs)
 	nd.known = p
 	if !nd.up {
 		return
@@ -183,10 +196,19 @@ func (s *sim) elect() {
 	old.lease = false
 	live := func(n string) bool { return s.node(n).up }
 	durable := map[string]uint64{}
+	var storage map[string]string
+	if s.rng.IntN(2) == 0 {
+		// The controller knows the nodes' current StorageIDs half of the
+		// time; otherwise a wiped leader's own refusal must keep it out.
+		storage = map[string]string{}
+	}
 	for _, nd := range s.nodes {
 		durable[nd.name] = nd.log.DurableOffset()
+		if storage != nil {
+			storage[nd.name] = nd.log.StorageID()
+		}
 	}
-	np, ok := ElectLeader(s.ctl, live, durable)
+	np, ok := ElectLeaderStorage(s.ctl, live, durable, storage)
 	if !ok {
 		s.logf("election: no live in-sync member (isr %v)", s.ctl.ISR)
 		return
@@ -232,9 +254,18 @@ func (s *sim) check() {
 // checkISRLogs is invariant 4: every member of the committed in-sync set
 // holds every committed offset with the committed record. It reads whole
 // logs, so the simulator runs it every few steps, not after each one.
+//
+// A member whose log is not the copy the placement recorded (wiped) is not
+// counted in sync (Placement.StorageIDs); without recorded IDs (noStorage,
+// the rule broken on purpose) wiped members are skipped here too, so that
+// the damage shows where it matters: a wiped leader losing commits
+// (invariant 1).
 func (s *sim) checkISRLogs() {
 	for _, n := range s.ctl.ISR {
 		nd := s.node(n)
+		if storageDiffers(s.ctl, n, nd.log.StorageID()) || (s.noStorage && nd.wiped) {
+			continue
+		}
 		for o := nd.log.FirstOffset(); o <= s.maxCommit; o++ {
 			if o > nd.log.LastOffset() || !s.holds(nd.log, o) {
 				s.fail("invariant 4: in-sync %s lacks committed offset %d (last %d, max committed %d)",

@@ -26,6 +26,7 @@ type simNode struct {
 	mirror *Mirror
 	hw     uint64 // the leader's HW last checked
 	mc     uint64 // the mirror's Committed last checked
+	wiped  bool   // its log was wiped at least once
 }
 
 type simProp struct {
@@ -52,11 +53,16 @@ type sim struct {
 	elections int
 	shrinks   int
 	expands   int
+	wipes     int
+	// noStorage breaks the storage-ID rule on purpose: the controller
+	// records no StorageIDs, as before Placement had them.
+	noStorage bool
 }
 
-func newSim(seed uint64, n int, chaos bool) *sim {
-	s := &sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), chaos: chaos,
-		t:   Timing{LagTimeout: 5 * time.Second, Heartbeat: 250 * time.Millisecond, RejoinAfter: time.Second, WindowRecords: 8, WindowBytes: 1 << 10},
+func newSim(seed uint64, n int, chaos, noStorage bool) *sim {
+	s := &sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), chaos: chaos, noStorage: noStorage,
+		t: Timing{LagTimeout: 5 * time.Second, Heartbeat: 250 * time.Millisecond, RejoinAfter: time.Second, WindowRecords: 8, WindowBytes: 1 << 10,
+			RecordStorageIDs: !noStorage},
 		now: time.Unix(1_700_000_000, 0), committed: map[uint64]Record{}, commitEp: map[uint64]uint64{}}
 	var names []string
 	for i := range n {
@@ -64,8 +70,17 @@ func newSim(seed uint64, n int, chaos bool) *sim {
 	}
 	s.ctl = Placement{Replicas: names, Leader: names[0], Epoch: 1, ISR: slices.Clone(names), MinISR: 1 + s.rng.IntN(2), Version: 1}
 	for _, name := range names {
-		nd := &simNode{name: name, log: NewMemLog(), up: true, lease: true, known: s.ctl}
+		nd := &simNode{name: name, log: NewMemLog(), up: true, lease: true}
 		s.nodes = append(s.nodes, nd)
+		if !noStorage {
+			if s.ctl.StorageIDs == nil {
+				s.ctl.StorageIDs = map[string]string{}
+			}
+			s.ctl.StorageIDs[name] = nd.log.StorageID()
+		}
+	}
+	for _, nd := range s.nodes {
+		nd.known = s.ctl
 	}
 	for _, nd := range s.nodes {
 		s.start(nd)
