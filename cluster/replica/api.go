@@ -188,9 +188,10 @@ type Status struct {
 	// Mirrors is, on the leader, each mirror's acknowledged offsets.
 	Mirrors map[string]MirrorStatus
 	// Blocked says why the replica neither leads nor follows, nil when it
-	// does: ErrRestartedLeader (the controller must elect again), ErrFenced
-	// (deposed, waiting for its new placement) or the log error that
-	// stopped it.
+	// does: ErrRestartedLeader or ErrStorageMismatch (the controller must
+	// elect again), ErrFenced (deposed, waiting for its new placement) or
+	// the log error that stopped it; or, on a leader that should resign,
+	// ErrLeaderStalled or ErrDiskFull.
 	Blocked error
 }
 
@@ -219,6 +220,17 @@ var (
 	// directory was wiped or replaced): it may lack committed records, so
 	// it refuses to lead and the controller must elect another member.
 	ErrStorageMismatch = errors.New("replica: log's storage id differs from the placement's")
+	// ErrLeaderStalled: this leader's own Sync, or its sends to every
+	// mirror, have been stuck longer than the lag timeout. It keeps its
+	// mirrors in sync (their lag is its fault) and should resign: Status
+	// reports it as Blocked and ResignHandler.ShouldResign is called, so the
+	// controller moves leadership to a healthy in-sync member.
+	ErrLeaderStalled = errors.New("replica: leader stalled on its own fsync or sends; it should resign")
+	// ErrDiskFull: the leader's log ran out of space (ENOSPC). It takes no
+	// more appends in this leadership; what its log holds is still shipped
+	// to the mirrors, so a new leader commits it. Reported like
+	// ErrLeaderStalled (Status.Blocked, ResignHandler).
+	ErrDiskFull = errors.New("replica: leader's disk is full; it takes no more appends and should resign")
 	// ErrOffsetGap: an Append whose records do not continue the log.
 	ErrOffsetGap = errors.New("replica: records do not continue the log")
 	// ErrCompacted: a Read below the log's FirstOffset.

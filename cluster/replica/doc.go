@@ -130,7 +130,18 @@
 // under interval, up to FlushMessages records under messages, and under os
 // whatever the kernel had not written back (by default up to about 30 s,
 // vm.dirty_expire_centisecs), and publishers were confirmed for all of it.
-//   - A leader whose own fsync or send backlog is old does not resign yet;
-//     disk-full on a leader fails the replica (FailureHandler) rather than
-//     handing leadership over.
+//   - A sick leader does not shrink its mirrors (KIP-537): while its own
+//     Sync has been running, or its sends to every mirror have been queued
+//     or writing, for longer than LagTimeout, it proposes no shrink for lag
+//     or a lost connection, reports ErrLeaderStalled in Status.Blocked and
+//     calls ResignHandler.ShouldResign once (from the manager's watchdog,
+//     one goroutine per node, since a stuck Sync blocks the replica's own
+//     goroutine). A leader whose Append or Sync fails with ENOSPC takes no
+//     more appends (ErrDiskFull), keeps shipping what its log holds and
+//     reports the same way, instead of failing; other log errors still
+//     fail the replica (FailureHandler). Moving leadership is the owner's
+//     and controller's job. A send stall that is total (no byte moves) is
+//     ended sooner by the mirrors' idle timeout (4 heartbeats), and the
+//     disconnect then shrinks them as before: only a slow, still-moving
+//     link reaches the backlog rule.
 package replica

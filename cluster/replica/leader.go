@@ -48,6 +48,7 @@ type Leader struct {
 	proposal *Proposal       // outstanding, nil when none
 	fenced   bool            // a mirror knows a newer epoch: this leader is deposed
 	compact  uint64          // the owner settled everything below it; passed on to mirrors
+	selfLag  time.Duration   // age of this leader's own fsync or send backlog (SetSelfLag)
 }
 
 // follower is what the leader knows of one mirror.
@@ -130,6 +131,16 @@ func (l *Leader) Fenced() bool { return l.fenced }
 // SetCompact records that the owner settled everything below off; APPENDs
 // and HEARTBEATs pass it on so mirrors reclaim the same prefix.
 func (l *Leader) SetCompact(off uint64) { l.compact = max(l.compact, off) }
+
+// SetSelfLag tells the leader how old its own backlog is: a Sync still
+// running, or data queued for every mirror's connection and not yet
+// written. Above the lag timeout the mirrors' lag is this node's fault, so
+// it shrinks none of them for lag or a lost connection (KIP-537: a slow
+// leader must not throw out its followers and carry on alone); the
+// replica reports that it should resign instead.
+func (l *Leader) SetSelfLag(d time.Duration) { l.selfLag = d }
+
+func (l *Leader) selfStalled() bool { return l.selfLag > l.t.LagTimeout }
 
 // Append adds owner records and returns the last offset.
 func (l *Leader) Append(data ...[]byte) (uint64, error) {
@@ -268,7 +279,7 @@ func (l *Leader) OnDisconnect(node string, now time.Time) {
 	}
 	outstanding := f.durable < l.log.LastOffset()
 	f.following, f.sent, f.inflight, f.bytes, f.caughtUp, f.since = false, nil, 0, 0, time.Time{}, now
-	if outstanding {
+	if outstanding && !l.selfStalled() {
 		l.wantOut(node, f, "connection lost with data outstanding")
 	}
 }
@@ -360,13 +371,16 @@ func (l *Leader) Tick(now time.Time) *Proposal {
 			lag = now.Sub(f.sent[0].at)
 		}
 		in := slices.Contains(isr, n)
-		if f.following && lag > l.t.LagTimeout {
+		stalled := l.selfStalled()
+		if f.following && lag > l.t.LagTimeout && !stalled {
 			// Nothing durable acknowledged for that long: send again from
 			// what it acknowledged (a lost batch or ACK must not stall the
 			// window forever; duplicates are skipped and re-acknowledged).
 			f.next, f.sent, f.inflight, f.bytes = f.written+1, nil, 0, 0
 		}
 		switch {
+		case in && stalled:
+			// Its lag is this leader's own backlog: no shrink (SetSelfLag).
 		case in && f.out == "" && lag > l.t.LagTimeout:
 			f.out = fmt.Sprintf("lag %v over %v", lag, l.t.LagTimeout)
 		case in && f.out == "" && !f.following && f.durable < last && now.Sub(f.since) > l.t.LagTimeout:

@@ -65,8 +65,11 @@ func NewManager(cfg Config) (Manager, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &manager{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}),
-		replicas: make(map[string]*replica), peers: make(map[string]*peer)}, nil
+	m := &manager{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}),
+		replicas: make(map[string]*replica), peers: make(map[string]*peer)}
+	m.wg.Add(1)
+	go m.watch()
+	return m, nil
 }
 
 // peerLocked returns the peer for node, starting its dial loop when this
@@ -126,6 +129,65 @@ func (m *manager) disconnected(node string) {
 	m.mu.Unlock()
 	for _, r := range rs {
 		r.post(event{disconnect: node})
+	}
+}
+
+// sendBacklog is how long this node has been unable to send to any of
+// nodes (other than itself): the age of the youngest of their oldest
+// unwritten messages, zero when one of them has nothing waiting. One slow
+// peer is that peer's problem (its mirror lags and is shrunk); all of
+// them at once is this node's.
+func (m *manager) sendBacklog(nodes []string, now time.Time) time.Duration {
+	var youngest time.Time
+	for _, n := range nodes {
+		if n == m.cfg.Node {
+			continue
+		}
+		m.mu.Lock()
+		p := m.peers[n]
+		m.mu.Unlock()
+		if p == nil {
+			return 0
+		}
+		since := p.backlogSince()
+		if since.IsZero() {
+			return 0
+		}
+		if since.After(youngest) {
+			youngest = since
+		}
+	}
+	if youngest.IsZero() {
+		return 0
+	}
+	return now.Sub(youngest)
+}
+
+// watch (owner: the manager; stop: manager.stop; waited by manager.wg)
+// looks at every leader each heartbeat for a stuck fsync or send backlog,
+// which the leader's own goroutine cannot report while a Sync blocks it.
+// One goroutine per node, not a timer per queue.
+func (m *manager) watch() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.Heartbeat)
+	defer t.Stop()
+	var rs []*replica
+	for {
+		select {
+		case <-m.stop:
+			return
+		case now := <-t.C:
+			m.mu.Lock()
+			rs = rs[:0]
+			for _, r := range m.replicas {
+				rs = append(rs, r)
+			}
+			m.mu.Unlock()
+			for _, r := range rs {
+				r.checkStalled(now)
+			}
+			clear(rs)
+		}
 	}
 }
 

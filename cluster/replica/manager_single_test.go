@@ -12,10 +12,24 @@ import (
 
 // recHandler records Committed calls and checks they only grow.
 type recHandler struct {
-	mu     sync.Mutex
-	hws    []uint64
-	failed error
-	bad    string
+	mu      sync.Mutex
+	hws     []uint64
+	failed  error
+	resigns []error // ShouldResign's reasons
+	bad     string
+}
+
+func (h *recHandler) ShouldResign(reason error, last uint64) {
+	h.mu.Lock()
+	h.resigns = append(h.resigns, reason)
+	h.mu.Unlock()
+}
+
+// resigned returns the reasons ShouldResign was given.
+func (h *recHandler) resigned() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]error(nil), h.resigns...)
 }
 
 func (h *recHandler) Committed(hw uint64) {

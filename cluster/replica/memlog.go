@@ -21,6 +21,7 @@ type MemLog struct {
 	id      string
 	failErr error // FailAppends: the error Append and Sync return
 	closed  bool
+	stall   chan struct{} // StallSyncs: Sync waits until it is closed
 }
 
 // NewMemLog returns an empty log with a new StorageID.
@@ -112,6 +113,12 @@ func (m *MemLog) Append(recs ...Record) error {
 }
 
 func (m *MemLog) Sync() error {
+	m.mu.Lock()
+	stall := m.stall
+	m.mu.Unlock()
+	if stall != nil {
+		<-stall // outside the lock: a stuck fsync does not stop readers
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -252,6 +259,26 @@ func (m *MemLog) FailAppends(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.failErr = err
+}
+
+// StallSyncs makes Sync block (a disk whose fsync hangs) until release is
+// called; release may be called more than once.
+func (m *MemLog) StallSyncs() (release func()) {
+	ch := make(chan struct{})
+	m.mu.Lock()
+	m.stall = ch
+	m.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			if m.stall == ch {
+				m.stall = nil
+			}
+			m.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 // Wipe empties the log and gives it a new StorageID, like a replica whose

@@ -27,9 +27,12 @@ type pconn struct {
 	c    net.Conn
 	mu   sync.Mutex
 	outq []Msg
-	kick chan struct{}
-	done chan struct{}
-	once sync.Once
+	// The send backlog's age (manager.sendBacklog): when outq last became
+	// non-empty, and when the writer took the batch it is writing now.
+	queuedAt, writingAt time.Time
+	kick                chan struct{}
+	done                chan struct{}
+	once                sync.Once
 }
 
 func (pc *pconn) close() {
@@ -53,12 +56,32 @@ func (p *peer) send(msgs ...Msg) {
 		return
 	}
 	pc.mu.Lock()
+	if len(pc.outq) == 0 {
+		pc.queuedAt = time.Now()
+	}
 	pc.outq = append(pc.outq, msgs...)
 	pc.mu.Unlock()
 	select {
 	case pc.kick <- struct{}{}:
 	default:
 	}
+}
+
+// backlogSince is when the oldest message not yet written to the pair's
+// connection was queued; zero when none waits or there is no connection.
+func (p *peer) backlogSince() time.Time {
+	p.mu.Lock()
+	pc := p.cur
+	p.mu.Unlock()
+	if pc == nil {
+		return time.Time{}
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if !pc.writingAt.IsZero() {
+		return pc.writingAt
+	}
+	return pc.queuedAt
 }
 
 // serve runs conn until it fails or the manager stops: it becomes the
@@ -127,6 +150,9 @@ func (p *peer) writeLoop(pc *pconn) {
 		pc.mu.Lock()
 		q := pc.outq
 		pc.outq = nil
+		if len(q) > 0 {
+			pc.writingAt, pc.queuedAt = pc.queuedAt, time.Time{}
+		}
 		pc.mu.Unlock()
 		buf = buf[:0]
 		for i := range q {
@@ -139,7 +165,11 @@ func (p *peer) writeLoop(pc *pconn) {
 			continue
 		}
 		pc.c.SetWriteDeadline(time.Now().Add(p.m.cfg.LagTimeout))
-		if _, err := pc.c.Write(buf); err != nil {
+		_, err := pc.c.Write(buf)
+		pc.mu.Lock()
+		pc.writingAt = time.Time{}
+		pc.mu.Unlock()
+		if err != nil {
 			return
 		}
 		last = time.Now()

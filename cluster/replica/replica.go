@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -14,6 +15,17 @@ import (
 // this replica.
 type FailureHandler interface {
 	Failed(err error)
+}
+
+// ResignHandler is optionally implemented by a Handler that wants to know
+// when its leader replica should hand leadership over: its own fsync or
+// sends are stuck (ErrLeaderStalled) or its disk is full (ErrDiskFull;
+// offsets Append returned above last will never be committed). The owner
+// asks the controller to elect another in-sync member. It is called once
+// per episode, from the replica's goroutine or the manager's watchdog, and
+// must not block.
+type ResignHandler interface {
+	ShouldResign(reason error, last uint64)
 }
 
 // event is an input for the replica's goroutine from another one.
@@ -51,6 +63,9 @@ type replica struct {
 	closed    bool
 	failErr   error
 	blocked   error
+	diskFull  error     // the leader's log hit ENOSPC: no more appends this leadership
+	stalled   error     // ErrLeaderStalled while this leader's own backlog is too old
+	syncStart time.Time // when the running Sync started; zero when none runs
 	st        Status
 
 	kick chan struct{}
@@ -91,6 +106,8 @@ func (r *replica) Append(data ...[]byte) (uint64, error) {
 		return 0, ErrClosed
 	case r.failErr != nil:
 		return 0, r.failErr
+	case r.diskFull != nil:
+		return 0, r.diskFull
 	case !r.leading:
 		return 0, ErrNotLeader
 	case len(data) == 0:
@@ -137,8 +154,10 @@ func (r *replica) Status() Status {
 	st := r.st
 	st.Mirrors = cloneMirrors(r.st.Mirrors)
 	st.Blocked = r.blocked
-	if r.failErr != nil {
-		st.Blocked = r.failErr
+	for _, err := range []error{r.stalled, r.diskFull, r.failErr} {
+		if err != nil {
+			st.Blocked = err
+		}
 	}
 	return st
 }
@@ -220,12 +239,12 @@ func (r *replica) step(now time.Time) error {
 		r.setBlocked(ErrFenced)
 		data = nil
 	}
-	if r.leader != nil && len(data) > 0 {
+	if r.leader != nil && len(data) > 0 && !r.isDiskFull() {
 		last, err := r.leader.Append(data...)
-		if err != nil {
+		if err != nil && !r.leaderDiskFull(err) {
 			return fmt.Errorf("replica: queue %s: append: %w", r.queue, err)
 		}
-		if want := first + uint64(len(data)) - 1; last != want {
+		if want := first + uint64(len(data)) - 1; err == nil && last != want {
 			return fmt.Errorf("replica: queue %s: appended up to %d, offsets promised up to %d", r.queue, last, want)
 		}
 	}
@@ -235,13 +254,8 @@ func (r *replica) step(now time.Time) error {
 	}
 	r.send(out)
 	out = out[:0]
-	if r.log.DurableOffset() < r.log.LastOffset() {
-		if err := r.log.Sync(); err != nil {
-			if r.mirror != nil {
-				r.send(r.mirror.reject(r.mirror.Placement().Leader, RejectDiskFull))
-			}
-			return fmt.Errorf("replica: queue %s: sync: %w", r.queue, err)
-		}
+	if err := r.sync(); err != nil {
+		return err
 	}
 	if r.mirror != nil {
 		out = append(out, r.mirror.Synced()...)
@@ -249,10 +263,94 @@ func (r *replica) step(now time.Time) error {
 	}
 	if r.leader != nil {
 		r.leader.Advance(r.m.lease())
+		r.leader.SetSelfLag(r.m.sendBacklog(r.leader.Placement().Replicas, time.Now()))
 		r.propose(now)
 	}
 	r.send(out)
 	return r.finish(now, compact)
+}
+
+// sync is the step's group commit. The time it runs is visible to the
+// watchdog (a stuck fsync makes a leader resign). Its mirrors are not
+// blamed for it: this step's Tick measures lag at the step's start, and
+// the next step applies the ACKs that arrived meanwhile before its Tick.
+func (r *replica) sync() error {
+	if r.log.DurableOffset() >= r.log.LastOffset() || (r.leader != nil && r.isDiskFull()) {
+		return nil
+	}
+	start := time.Now()
+	r.mu.Lock()
+	r.syncStart = start
+	r.mu.Unlock()
+	err := r.log.Sync()
+	r.mu.Lock()
+	r.syncStart = time.Time{}
+	r.mu.Unlock()
+	if err == nil || (r.leader != nil && r.leaderDiskFull(err)) {
+		return nil
+	}
+	if r.mirror != nil {
+		r.send(r.mirror.reject(r.mirror.Placement().Leader, RejectDiskFull))
+	}
+	return fmt.Errorf("replica: queue %s: sync: %w", r.queue, err)
+}
+
+func (r *replica) isDiskFull() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.diskFull != nil
+}
+
+// leaderDiskFull handles a leader's log error: ENOSPC stops appends for
+// this leadership (what the log holds is still shipped and may commit)
+// and reports that the leader should resign; any other error is the
+// caller's (the replica fails).
+func (r *replica) leaderDiskFull(err error) bool {
+	if !errors.Is(err, syscall.ENOSPC) {
+		return false
+	}
+	last := r.log.LastOffset()
+	r.mu.Lock()
+	first := r.diskFull == nil
+	if first {
+		r.diskFull = fmt.Errorf("%w: queue %s, log holds up to %d: %w", ErrDiskFull, r.queue, last, err)
+	}
+	reason := r.diskFull
+	r.pending = nil
+	r.mu.Unlock()
+	if rh, ok := r.h.(ResignHandler); ok && first {
+		rh.ShouldResign(reason, last)
+	}
+	return true
+}
+
+// checkStalled is the watchdog's look at a leader (manager.watch): a Sync
+// running, or sends to every mirror queued, for longer than the lag
+// timeout make it report ErrLeaderStalled once, until the backlog clears.
+func (r *replica) checkStalled(now time.Time) {
+	r.mu.Lock()
+	leading, syncStart, replicas, last := r.leading, r.syncStart, r.p.Replicas, r.st.LastOffset
+	r.mu.Unlock()
+	if !leading || len(replicas) < 2 {
+		return
+	}
+	age := r.m.sendBacklog(replicas, now)
+	if !syncStart.IsZero() {
+		age = max(age, now.Sub(syncStart))
+	}
+	r.mu.Lock()
+	var reason error
+	switch {
+	case age <= r.m.cfg.LagTimeout:
+		r.stalled = nil
+	case r.stalled == nil:
+		r.stalled = fmt.Errorf("%w: queue %s, backlog %v over %v", ErrLeaderStalled, r.queue, age.Round(time.Millisecond), r.m.cfg.LagTimeout)
+		reason = r.stalled
+	}
+	r.mu.Unlock()
+	if rh, ok := r.h.(ResignHandler); ok && reason != nil {
+		rh.ShouldResign(reason, last)
+	}
 }
 
 // send stamps msgs with the queue and routes them.
@@ -272,6 +370,9 @@ func (r *replica) apply(p Placement, now time.Time) []Msg {
 		return nil
 	}
 	r.leader, r.mirror = nil, nil
+	r.mu.Lock()
+	r.diskFull, r.stalled = nil, nil // a new role meets its own disk errors
+	r.mu.Unlock()
 	if p.Leader != r.m.cfg.Node {
 		r.mirror = NewMirror(r.m.cfg.Node, p, r.log, r.m.cfg.timing())
 		r.setLeading(false, 0)
