@@ -28,6 +28,8 @@ type tcluster struct {
 	conns  map[[2]string][]net.Conn
 	leases map[string]*atomic.Bool
 	ctl    *tcontroller
+	tune   func(*Config)   // applied to each manager's Config, when set
+	frames *frameCounter // counts the frames written on every connection, when set
 }
 
 func pairKey(a, b string) [2]string {
@@ -37,9 +39,11 @@ func pairKey(a, b string) [2]string {
 	return [2]string{a, b}
 }
 
-func newTCluster(t testing.TB, n int) *tcluster {
+func newTCluster(t testing.TB, n int) *tcluster { return newTClusterWith(t, n, nil, nil) }
+
+func newTClusterWith(t testing.TB, n int, tune func(*Config), frames *frameCounter) *tcluster {
 	c := &tcluster{t: t, lns: map[string]net.Listener{}, mgrs: map[string]Manager{}, cuts: map[[2]string]bool{},
-		conns: map[[2]string][]net.Conn{}, leases: map[string]*atomic.Bool{}}
+		conns: map[[2]string][]net.Conn{}, leases: map[string]*atomic.Bool{}, tune: tune, frames: frames}
 	c.ctl = &tcontroller{c: c, placements: map[string]Placement{}, replicas: map[string]map[string]Replica{}}
 	for i := range n {
 		name := fmt.Sprintf("n%d", i+1)
@@ -69,6 +73,9 @@ func (c *tcluster) start(name string) Manager {
 	cfg.Lease = c.leases[name].Load
 	cfg.Controller = c.ctl
 	cfg.Dial = func(ctx context.Context, node string) (net.Conn, error) { return c.dial(ctx, name, node) }
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
 	m, err := NewManager(cfg)
 	if err != nil {
 		c.t.Fatal(err)
@@ -114,6 +121,9 @@ func (c *tcluster) accept(name string, ln net.Listener) {
 			conn.Close()
 			continue
 		}
+		if c.frames != nil {
+			conn = &countConn{Conn: conn, fc: c.frames}
+		}
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -142,7 +152,50 @@ func (c *tcluster) dial(ctx context.Context, from, to string) (net.Conn, error) 
 	c.mu.Lock()
 	c.conns[k] = append(c.conns[k], conn)
 	c.mu.Unlock()
+	if c.frames != nil {
+		return &countConn{Conn: conn, fc: c.frames}, nil
+	}
 	return conn, nil
+}
+
+// frameCounter counts the frames the managers write, by frame type.
+type frameCounter struct {
+	mu     sync.Mutex
+	byType map[byte]int
+	writes int
+}
+
+func (fc *frameCounter) reset() (byType map[byte]int, writes int) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	byType, writes = fc.byType, fc.writes
+	fc.byType, fc.writes = map[byte]int{}, 0
+	return byType, writes
+}
+
+// countConn counts the frames of each Write: the writer writes whole
+// frames, so every Write starts at a frame boundary.
+type countConn struct {
+	net.Conn
+	fc *frameCounter
+}
+
+func (cc *countConn) Write(b []byte) (int, error) {
+	cc.fc.mu.Lock()
+	if cc.fc.byType == nil {
+		cc.fc.byType = map[byte]int{}
+	}
+	cc.fc.writes++
+	for p := b; len(p) >= 5; {
+		n := int(p[0])<<24 | int(p[1])<<16 | int(p[2])<<8 | int(p[3])
+		cc.fc.byType[p[4]]++
+		if 4+n > len(p) {
+			break
+		}
+		p = p[4+n:]
+	}
+	cc.fc.mu.Unlock()
+	return cc.Conn.Write(b)
 }
 
 // cut closes the pair's connections and refuses new ones until heal.

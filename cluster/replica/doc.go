@@ -31,8 +31,13 @@
 // FOLLOW{epoch, lastEpoch, LEO, storageID, history} → START{epoch,
 // truncateTo, startAt, HW}; APPEND{epoch, prevOffset, HW, compact, records};
 // ACK{epoch, written, durable} (cumulative, after each group commit);
-// REJECT{staleEpoch|gap|diskFull|storageMismatch, LEO}; HEARTBEAT{epoch, HW,
-// compact}, and a ping per idle node pair.
+// REJECT{staleEpoch|gap|diskFull|storageMismatch, LEO}; and, per node
+// pair every Heartbeat, one heartbeat frame listing (queue, epoch, HW,
+// compact) for every queue this node leads with a mirror on the other
+// (Ra's lesson: no per-queue timers or frames). The receiving manager
+// hands a queue's line to its replica as a HEARTBEAT only when it differs
+// from the last one it delivered on that connection, so an idle pair
+// wakes no replica.
 //
 // # Invariants (checked by the property tests, sim_*_test.go)
 //
@@ -97,11 +102,10 @@
 //     leader's log by the replica goroutine within the window (1,024 records,
 //     8 MiB, a quarter per APPEND). There is no separate catch-up connection,
 //     state transfer (settled ranges) or per-node catch-up budget yet.
-//   - A queue's HEARTBEAT is sent only when its HW or compaction point moved
-//     and no APPEND carried it (an idle queue sends nothing; the node pair's
-//     ping is the liveness signal). The design's one frame listing every
-//     queue's HW per pair is not built: busy queues send one small frame each,
-//     coalesced into the pair's writes.
+//   - A mirror learns an HW no APPEND carried up to one Heartbeat late
+//     (the pair's frame). The frame lists every led queue each time (about
+//     15 bytes a queue); each replica still has its own goroutine, woken
+//     every half heartbeat for its lag checks and FOLLOW retries.
 //   - Storage IDs are recorded in Placement.StorageIDs only by a
 //     controller that implements StorageController (the leader proposes
 //     them, filling in a first placement's missing ones once each member

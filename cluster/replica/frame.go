@@ -11,14 +11,57 @@ import (
 // Frames on a replication connection (one per node pair, both directions):
 //
 //	length  uint32   bytes after it
-//	type    uint8    0: ping (node-pair heartbeat, no payload); else a MsgType
+//	type    uint8    0: ping (no payload); 0xff: the pair's heartbeat;
+//	                 else a MsgType
 //	payload          the message's fields as uvarints and length-prefixed bytes
 //
+// The pair's heartbeat, written every Config.Heartbeat, lists every queue
+// this node leads with a mirror on the other: count, then per queue its
+// name, epoch, HW and compaction point. It is the liveness signal too.
 // From and To are the connection's ends and are not sent.
 const (
-	framePing     = 0
-	maxFrameBytes = 1 << 30
+	framePing       = 0
+	frameHeartbeats = 0xff
+	maxFrameBytes   = 1 << 30
 )
+
+// hbEntry is one queue's line in the pair's heartbeat frame.
+type hbEntry struct{ epoch, hw, compact uint64 }
+
+// appendHeartbeats appends the heartbeat frame listing hb to dst.
+func appendHeartbeats(dst []byte, hb map[string]hbEntry) []byte {
+	start := len(dst)
+	e := encoder{b: append(dst, 0, 0, 0, 0, frameHeartbeats)}
+	e.u(uint64(len(hb)))
+	for q, h := range hb {
+		e.s([]byte(q))
+		e.u(h.epoch)
+		e.u(h.hw)
+		e.u(h.compact)
+	}
+	binary.BigEndian.PutUint32(e.b[start:], uint32(len(e.b)-start-4))
+	return e.b
+}
+
+// decodeHeartbeats calls fn for each line of a heartbeat frame's payload.
+func decodeHeartbeats(p []byte, fn func(queue []byte, h hbEntry)) error {
+	d := decoder{b: p}
+	n := d.u()
+	if n > uint64(len(p)) {
+		return errFrame
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		q := d.s()
+		h := hbEntry{epoch: d.u(), hw: d.u(), compact: d.u()}
+		if d.err == nil {
+			fn(q, h)
+		}
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return fmt.Errorf("%w: heartbeat frame", errFrame)
+	}
+	return nil
+}
 
 var errFrame = errors.New("replica: malformed frame")
 
@@ -105,8 +148,10 @@ func decodeMsg(typ byte, p []byte) (Msg, error) {
 	return m, nil
 }
 
-// readFrame reads one frame; ping frames return ok=false with no error.
-func readFrame(r *bufio.Reader, buf []byte) (Msg, bool, []byte, error) {
+// readFrame reads one frame; ping frames return ok=false with no error,
+// heartbeat frames too, after calling hb for each line (the queue name
+// aliases buf).
+func readFrame(r *bufio.Reader, buf []byte, hb func(queue []byte, h hbEntry)) (Msg, bool, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
 		return Msg{}, false, buf, err
@@ -122,8 +167,11 @@ func readFrame(r *bufio.Reader, buf []byte) (Msg, bool, []byte, error) {
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return Msg{}, false, buf, err
 	}
-	if buf[0] == framePing {
+	switch buf[0] {
+	case framePing:
 		return Msg{}, false, buf, nil
+	case frameHeartbeats:
+		return Msg{}, false, buf, decodeHeartbeats(buf[1:], hb)
 	}
 	// Records keep their data beyond the next read: copy the payload out.
 	m, err := decodeMsg(buf[0], append([]byte(nil), buf[1:]...))

@@ -63,8 +63,6 @@ type follower struct {
 	bytes     int
 	caughtUp  time.Time // since when the mirror keeps up; zero when it does not
 	since     time.Time // when it stopped following (or the leadership began)
-	toldHW    uint64    // HW and compact point last sent to it
-	toldComp  uint64
 	out       string // why the leader wants it out of the in-sync set, "" when not
 }
 
@@ -124,6 +122,15 @@ func (l *Leader) Placement() Placement { return l.p }
 
 // HW is the highest committed offset.
 func (l *Leader) HW() uint64 { return l.hw }
+
+// Compact is the compaction point the owner gave (SetCompact).
+func (l *Leader) Compact() uint64 { return l.compact }
+
+// Heartbeat is what the node pair's heartbeat frame tells this queue's
+// mirrors, or false while the leader is fenced.
+func (l *Leader) Heartbeat() (hbEntry, bool) {
+	return hbEntry{epoch: l.p.Epoch, hw: l.hw, compact: l.compact}, !l.fenced
+}
 
 // Fenced reports whether a mirror told this leader of a newer epoch.
 func (l *Leader) Fenced() bool { return l.fenced }
@@ -225,7 +232,6 @@ func (l *Leader) OnFollow(m Msg) []Msg {
 	// hold records it never fsynced.
 	f.following, f.next, f.written, f.durable = true, start, trunc, 0
 	f.sent, f.inflight, f.bytes = nil, 0, 0
-	f.toldHW = l.hw
 	return []Msg{{Type: MsgStart, From: l.self, To: m.From, Epoch: l.p.Epoch, TruncateTo: trunc, StartAt: start, HW: l.hw}}
 }
 
@@ -293,8 +299,7 @@ func (l *Leader) wantOut(node string, f *follower, why string) {
 	f.caughtUp = time.Time{}
 }
 
-// Pump returns the APPENDs the windows allow and a HEARTBEAT per idle
-// mirror every Heartbeat.
+// Pump returns the APPENDs the windows allow.
 func (l *Leader) Pump(now time.Time) []Msg {
 	if l.fenced {
 		return nil
@@ -314,16 +319,9 @@ func (l *Leader) Pump(now time.Time) []Msg {
 			out = append(out, m)
 		}
 	}
-	// A HEARTBEAT only carries news (a new HW or compaction point) to a
-	// mirror no APPEND told: an idle queue sends nothing, and the node
-	// pair's ping alone keeps the connection known to be alive.
-	for _, n := range l.p.Replicas {
-		f := l.mirrors[n]
-		if f != nil && f.following && (f.toldHW < l.hw || f.toldComp < l.compact) {
-			f.toldHW, f.toldComp = l.hw, l.compact
-			out = append(out, Msg{Type: MsgHeartbeat, From: l.self, To: n, Epoch: l.p.Epoch, HW: l.hw, Compact: l.compact})
-		}
-	}
+	// No per-queue HEARTBEAT: APPENDs carry the HW while data flows, and
+	// the node pair's heartbeat frame lists every queue's epoch, HW and
+	// compaction point (Heartbeat) for the rest.
 	return out
 }
 
@@ -349,7 +347,6 @@ func (l *Leader) appendFor(node string, f *follower, now time.Time) (Msg, bool) 
 	f.inflight += len(recs)
 	f.bytes += size
 	f.next = lastRec + 1
-	f.toldHW, f.toldComp = l.hw, l.compact
 	return Msg{Type: MsgAppend, From: l.self, To: node, Epoch: l.p.Epoch, PrevOffset: from - 1, HW: l.hw, Compact: l.compact, Records: recs}, true
 }
 

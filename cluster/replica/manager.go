@@ -108,14 +108,41 @@ func (m *manager) send(msgs []Msg) {
 	}
 }
 
-// deliver hands an inbound message to its queue's replica; one for a queue
-// not open here is dropped (the sender retries or times out).
-func (m *manager) deliver(msg Msg) {
+// deliver hands an inbound message to its queue's replica and reports
+// whether one is open here; a message for another queue is dropped (the
+// sender retries or times out).
+func (m *manager) deliver(msg Msg) bool {
 	m.mu.Lock()
 	r := m.replicas[msg.Queue]
 	m.mu.Unlock()
 	if r != nil {
 		r.post(event{msg: &msg})
+	}
+	return r != nil
+}
+
+// setHeartbeat puts queue's line in the heartbeat frames to nodes and takes
+// it out of those to drop (nil e: out of all of them).
+func (m *manager) setHeartbeat(queue string, e *hbEntry, nodes, drop []string) {
+	set := func(n string, e *hbEntry) {
+		if n == m.cfg.Node {
+			return
+		}
+		m.mu.Lock()
+		p := m.peers[n]
+		if p == nil && e != nil && !m.closed {
+			p = m.peerLocked(n)
+		}
+		m.mu.Unlock()
+		if p != nil {
+			p.setHeartbeat(queue, e)
+		}
+	}
+	for _, n := range drop {
+		set(n, nil)
+	}
+	for _, n := range nodes {
+		set(n, e)
 	}
 }
 

@@ -19,6 +19,32 @@ type peer struct {
 	mu    sync.Mutex
 	cur   *pconn // nil while disconnected
 	wakes chan struct{}
+
+	hbMu sync.Mutex         // guards hb; a leaf
+	hb   map[string]hbEntry // the queues this node leads with a mirror there
+}
+
+// setHeartbeat records what the pair's heartbeat frame says of queue; nil
+// takes the queue off the list.
+func (p *peer) setHeartbeat(queue string, e *hbEntry) {
+	p.hbMu.Lock()
+	defer p.hbMu.Unlock()
+	if e == nil {
+		delete(p.hb, queue)
+		return
+	}
+	if p.hb == nil {
+		p.hb = make(map[string]hbEntry)
+	}
+	p.hb[queue] = *e
+}
+
+// appendHeartbeatFrame encodes the pair's heartbeat frame: the table is
+// read under hbMu, which no I/O happens under.
+func (p *peer) appendHeartbeatFrame(buf []byte) []byte {
+	p.hbMu.Lock()
+	defer p.hbMu.Unlock()
+	return appendHeartbeats(buf, p.hb)
 }
 
 // pconn is one connection's life: a writer goroutine owns the write side,
@@ -108,15 +134,27 @@ func (p *peer) serve(conn net.Conn) {
 	p.m.disconnected(p.node)
 }
 
-// readLoop hands every message to its queue's replica. A silent peer
-// (no frame, not even a ping, for 4 heartbeats) counts as gone.
+// readLoop hands every message to its queue's replica, and each heartbeat
+// line that differs from the last one delivered on this connection as a
+// MsgHeartbeat (an idle pair wakes no replica). A silent peer (no frame
+// for 4 heartbeats) counts as gone.
 func (p *peer) readLoop(pc *pconn) {
 	r := bufio.NewReaderSize(pc.c, 256<<10)
 	var buf []byte
 	idle := max(4*p.m.cfg.Heartbeat, 100*time.Millisecond)
+	told := map[string]hbEntry{}
+	hb := func(q []byte, h hbEntry) {
+		if last, ok := told[string(q)]; ok && last == h {
+			return
+		}
+		m := Msg{Type: MsgHeartbeat, Queue: string(q), From: p.node, To: p.m.cfg.Node, Epoch: h.epoch, HW: h.hw, Compact: h.compact}
+		if p.m.deliver(m) {
+			told[m.Queue] = h
+		}
+	}
 	for {
 		pc.c.SetReadDeadline(time.Now().Add(idle))
-		m, ok, b, err := readFrame(r, buf)
+		m, ok, b, err := readFrame(r, buf, hb)
 		buf = b
 		if err != nil {
 			return
@@ -129,15 +167,16 @@ func (p *peer) readLoop(pc *pconn) {
 }
 
 // writeLoop (owner: the connection; stop: pc.done; waited by manager.wg)
-// writes queued messages in batches, one write per batch, and a ping
-// when the pair was idle for a heartbeat.
+// writes queued messages in batches, one write per batch, and the pair's
+// heartbeat frame every heartbeat (one frame for all queues of the pair:
+// no per-queue timers or frames).
 func (p *peer) writeLoop(pc *pconn) {
 	defer p.m.wg.Done()
 	defer pc.close()
 	t := time.NewTicker(p.m.cfg.Heartbeat)
 	defer t.Stop()
 	var buf []byte
-	last := time.Now()
+	var lastHB time.Time
 	for {
 		select {
 		case <-pc.done:
@@ -158,8 +197,10 @@ func (p *peer) writeLoop(pc *pconn) {
 		for i := range q {
 			buf = appendFrame(buf, &q[i])
 		}
-		if len(buf) == 0 && time.Since(last) >= p.m.cfg.Heartbeat {
-			buf = append(buf, 0, 0, 0, 1, framePing)
+		// 9/10: the ticker's period, give or take its jitter.
+		if now := time.Now(); now.Sub(lastHB) >= p.m.cfg.Heartbeat*9/10 {
+			buf = p.appendHeartbeatFrame(buf)
+			lastHB = now
 		}
 		if len(buf) == 0 {
 			continue
@@ -172,7 +213,6 @@ func (p *peer) writeLoop(pc *pconn) {
 		if err != nil {
 			return
 		}
-		last = time.Now()
 		if cap(buf) > 16<<20 {
 			buf = nil // do not keep a catch-up burst's buffer
 		}

@@ -50,6 +50,8 @@ type replica struct {
 	mirror   *Mirror
 	reported uint64 // last hw given to Handler.Committed
 	calling  bool   // a controller call is in flight
+	hbPub    *hbEntry // the line this leader put in its pairs' heartbeat frames, nil when none
+	hbNodes  []string // the nodes it is in
 
 	mu        sync.Mutex // guards the fields below; never held across Log calls
 	p         Placement  // newest placement given
@@ -195,6 +197,7 @@ func (r *replica) run() {
 	defer r.m.wg.Done()
 	defer close(r.done)
 	defer r.m.remove(r.queue, r)
+	defer r.publishHeartbeat(nil, nil)
 	t := time.NewTicker(max(r.m.cfg.Heartbeat/2, time.Millisecond))
 	defer t.Stop()
 	for {
@@ -476,6 +479,14 @@ func (r *replica) propose(now time.Time) {
 func (r *replica) finish(now time.Time, compact uint64) error {
 	var hw uint64
 	st := Status{LastOffset: r.log.LastOffset(), DurableOffset: r.log.DurableOffset()}
+	var hb *hbEntry
+	var hbNodes []string
+	if r.leader != nil {
+		if e, ok := r.leader.Heartbeat(); ok {
+			hb, hbNodes = &e, r.leader.Placement().Replicas
+		}
+	}
+	r.publishHeartbeat(hb, hbNodes)
 	switch {
 	case r.leader != nil:
 		hw = r.leader.HW()
@@ -500,6 +511,23 @@ func (r *replica) finish(now time.Time, compact uint64) error {
 		}
 	}
 	return nil
+}
+
+// publishHeartbeat updates this queue's line in the heartbeat frames of
+// its pairs when it changed (nil: not leading, off every frame).
+func (r *replica) publishHeartbeat(e *hbEntry, nodes []string) {
+	same := (e == nil) == (r.hbPub == nil) && (e == nil || *e == *r.hbPub) && slices.Equal(nodes, r.hbNodes)
+	if same {
+		return
+	}
+	var drop []string
+	for _, n := range r.hbNodes {
+		if !slices.Contains(nodes, n) {
+			drop = append(drop, n)
+		}
+	}
+	r.m.setHeartbeat(r.queue, e, nodes, drop)
+	r.hbPub, r.hbNodes = e, slices.Clone(nodes)
 }
 
 // fail stops the replica's appends after a log error and tells the handler.

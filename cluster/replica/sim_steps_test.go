@@ -107,8 +107,25 @@ func (s *sim) tick(d time.Duration) {
 			}
 			nd.leader.Advance(nd.lease)
 			s.send(nd.leader.Pump(s.now))
+			s.send(s.heartbeats(nd))
 		}
 	}
+}
+
+// heartbeats is this leader's line in its node pairs' heartbeat frames,
+// as the mirrors' managers deliver it.
+func (s *sim) heartbeats(nd *simNode) []Msg {
+	e, ok := nd.leader.Heartbeat()
+	if !ok {
+		return nil
+	}
+	var out []Msg
+	for _, n := range nd.leader.Placement().Replicas {
+		if n != nd.name {
+			out = append(out, Msg{Type: MsgHeartbeat, From: nd.name, To: n, Epoch: e.epoch, HW: e.hw, Compact: e.compact})
+		}
+	}
+	return out
 }
 
 func (s *sim) crash(nd *simNode, powerCut bool) {
