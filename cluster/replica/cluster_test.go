@@ -28,7 +28,7 @@ type tcluster struct {
 	conns  map[[2]string][]net.Conn
 	leases map[string]*atomic.Bool
 	ctl    *tcontroller
-	tune   func(*Config)   // applied to each manager's Config, when set
+	tune   func(*Config) // applied to each manager's Config, when set
 	frames *frameCounter // counts the frames written on every connection, when set
 }
 

@@ -63,7 +63,7 @@ type follower struct {
 	bytes     int
 	caughtUp  time.Time // since when the mirror keeps up; zero when it does not
 	since     time.Time // when it stopped following (or the leadership began)
-	out       string // why the leader wants it out of the in-sync set, "" when not
+	out       string    // why the leader wants it out of the in-sync set, "" when not
 }
 
 type sentMark struct {

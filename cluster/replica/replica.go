@@ -48,8 +48,8 @@ type replica struct {
 	// Owned by the goroutine.
 	leader   *Leader
 	mirror   *Mirror
-	reported uint64 // last hw given to Handler.Committed
-	calling  bool   // a controller call is in flight
+	reported uint64   // last hw given to Handler.Committed
+	calling  bool     // a controller call is in flight
 	hbPub    *hbEntry // the line this leader put in its pairs' heartbeat frames, nil when none
 	hbNodes  []string // the nodes it is in
 
