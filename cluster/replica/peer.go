@@ -16,9 +16,13 @@ type peer struct {
 	m    *manager
 	node string
 
-	mu    sync.Mutex
-	cur   *pconn // nil while disconnected
-	wakes chan struct{}
+	// connMu orders connection changes with the disconnect notices they
+	// cause (serve); held across manager.disconnected, so it comes before
+	// manager.mu and replica.mu.
+	connMu sync.Mutex
+	mu     sync.Mutex
+	cur    *pconn // nil while disconnected
+	wakes  chan struct{}
 
 	hbMu sync.Mutex         // guards hb; a leaf
 	hb   map[string]hbEntry // the queues this node leads with a mirror there
@@ -115,23 +119,35 @@ func (p *peer) backlogSince() time.Time {
 // reader loop runs here.
 func (p *peer) serve(conn net.Conn) {
 	pc := &pconn{c: conn, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	// The replicas hear of a replaced or lost connection before anything of
+	// the next one reaches them: a late notice would make a leader forget a
+	// mirror that already followed again on the new connection, and wait
+	// for a FOLLOW that never comes.
+	p.connMu.Lock()
 	p.mu.Lock()
 	old := p.cur
 	p.cur = pc
 	p.mu.Unlock()
 	if old != nil {
 		old.close()
+		p.m.disconnected(p.node)
 	}
+	p.connMu.Unlock()
 	p.m.wg.Add(1)
 	go p.writeLoop(pc)
 	p.readLoop(pc)
 	pc.close()
+	p.connMu.Lock()
 	p.mu.Lock()
-	if p.cur == pc {
+	current := p.cur == pc
+	if current {
 		p.cur = nil
 	}
 	p.mu.Unlock()
-	p.m.disconnected(p.node)
+	if current { // else the newer connection's serve told the replicas
+		p.m.disconnected(p.node)
+	}
+	p.connMu.Unlock()
 }
 
 // readLoop hands every message to its queue's replica, and each heartbeat
