@@ -113,15 +113,20 @@ func (s *sim) tick(d time.Duration) {
 }
 
 // heartbeats is this leader's line in its node pairs' heartbeat frames,
-// as the mirrors' managers deliver it.
+// as the mirrors' managers deliver it: only when it changed since the last
+// one delivered on the connection (peer.readLoop).
 func (s *sim) heartbeats(nd *simNode) []Msg {
 	e, ok := nd.leader.Heartbeat()
 	if !ok {
 		return nil
 	}
+	if nd.told == nil {
+		nd.told = map[string]hbEntry{}
+	}
 	var out []Msg
 	for _, n := range nd.leader.Placement().Replicas {
-		if n != nd.name {
+		if last, seen := nd.told[n]; n != nd.name && (!seen || last != e) {
+			nd.told[n] = e
 			out = append(out, Msg{Type: MsgHeartbeat, From: nd.name, To: n, Epoch: e.epoch, HW: e.hw, Compact: e.compact})
 		}
 	}

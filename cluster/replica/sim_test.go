@@ -24,9 +24,10 @@ type simNode struct {
 	known  Placement
 	leader *Leader
 	mirror *Mirror
-	hw     uint64 // the leader's HW last checked
-	mc     uint64 // the mirror's Committed last checked
-	wiped  bool   // its log was wiped at least once
+	hw     uint64             // the leader's HW last checked
+	mc     uint64             // the mirror's Committed last checked
+	wiped  bool               // its log was wiped at least once
+	told   map[string]hbEntry // heartbeat line last delivered to each node on this connection
 }
 
 type simProp struct {
@@ -210,6 +211,9 @@ func (s *sim) cut(a, b string) {
 		return (m.From == a && m.To == b) || (m.From == b && m.To == a)
 	})
 	for _, pair := range [][2]string{{a, b}, {b, a}} {
+		if nd := s.node(pair[0]); nd != nil {
+			delete(nd.told, pair[1]) // a new connection: the receiver's dedupe starts over
+		}
 		nd := s.node(pair[0])
 		if nd == nil || !nd.up {
 			continue
