@@ -166,7 +166,14 @@ func (s *Server) seedCommands() ([]Command, error) {
 		}
 		cmds = append(cmds, own...)
 	}
-	return cmds, nil
+	// The id a standalone node already has stays the cluster's (even
+	// when it has no other definitions to bring); else the cluster gets
+	// one now, made once, here, by the node that bootstrapped it.
+	id, _, err := s.clusterIDOrNew()
+	if err != nil {
+		return nil, err
+	}
+	return append(cmds, SetGlobalParameter{Name: internalClusterIDParam, Value: id}), nil
 }
 
 // configCommands are applyConfigDefinitions as commands.

@@ -133,6 +133,13 @@ func TestClusterDefinitionsOnEveryNode(t *testing.T) {
 	for _, n := range nodes {
 		waitFor(t, 10*time.Second, n.name+" to apply the definitions", func() bool { return hasClusterDefs(n, follower.name) == nil })
 	}
+	// The bootstrapping node made the cluster's id, once: every node has it.
+	id := nodes[0].InternalClusterID()
+	for _, n := range nodes {
+		if got := n.InternalClusterID(); got == "" || got != id {
+			t.Fatalf("%s has internal cluster id %q, %s has %q: want one id for the cluster", n.name, got, nodes[0].name, id)
+		}
+	}
 	c := nodes[2]
 	if c == follower {
 		c = nodes[1]
@@ -216,6 +223,7 @@ func TestClusterStandaloneUpgrade(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "3 messages in kept", func() bool { return readyOf(solo.Vhost("/").queue("kept")) == 3 })
 	must(t, solo.users.put("bob", HashPassword("pw"), nil, false))
+	soloID := solo.InternalClusterID()
 	must(t, solo.Close())
 
 	first := startClusterNode(t, "warren@solo", dir, clusterTestConfig(1))
@@ -228,6 +236,10 @@ func TestClusterStandaloneUpgrade(t *testing.T) {
 		return vh != nil && vh.queue("kept") != nil && hasUser(joiner.Server, "bob") && hasUser(joiner.Server, "guest") &&
 			len(vh.Bindings()) > 0 && vh.exchange("orders") != nil
 	})
+	// The standalone node's id became the cluster's, not a new one.
+	if a, b := first.InternalClusterID(), joiner.InternalClusterID(); soloID == "" || a != soloID || b != soloID {
+		t.Fatalf("internal cluster id: standalone %q, first node %q, joiner %q: want the standalone's kept", soloID, a, b)
+	}
 	if home := joiner.Vhost("/").queue("kept").HomeNode(joiner.name); home != "warren@solo" {
 		t.Fatalf("kept's home on the joiner is %s", home)
 	}

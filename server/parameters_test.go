@@ -39,7 +39,10 @@ func TestParametersAndVhostMetaSurviveRestart(t *testing.T) {
 	if got := ts2.Parameters(); !reflect.DeepEqual(got, params) {
 		t.Errorf("runtime parameters after restart: %#v, want %#v", got, params)
 	}
-	wantGlobals := []Parameter{{Name: "cluster_name", Value: "defs-cluster"}, globals[0]}
+	// The internal cluster id the first boot made is kept (and not made
+	// again by the second).
+	wantGlobals := []Parameter{{Name: "cluster_name", Value: "defs-cluster"}, globals[0],
+		{Name: internalClusterIDParam, Value: ts.InternalClusterID()}}
 	if got := ts2.GlobalParameters(); !reflect.DeepEqual(got, wantGlobals) {
 		t.Errorf("global parameters after restart: %#v, want %#v", got, wantGlobals)
 	}

@@ -166,6 +166,9 @@ func New(cfg Config) (*Server, error) {
 		err = s.prepareClusterBoot(firstBoot)
 	default:
 		err = s.applyConfigDefinitions(firstBoot)
+		if err == nil {
+			err = s.seedClusterID()
+		}
 	}
 	if err == nil {
 		err = s.recoverStorage(started)

@@ -8,15 +8,12 @@
 package main
 
 import (
-	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -159,12 +156,6 @@ func startHTTP(srv *server.Server, cfg server.Config, v *viper.Viper, shovels mg
 			return nil, err
 		}
 		mc.TLS = tc
-		id, err := clusterID(cfg.DataDir)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		mc.Options.ClusterPermanentID = id
 		exp, err := metrics.New(srv, mc)
 		if err == nil {
 			err = exp.Start()
@@ -193,29 +184,4 @@ func httpTLS(srv *server.Server, on bool, key string) (*tls.Config, error) {
 	tc.ClientAuth = tls.NoClientCert
 	tc.ClientCAs = nil
 	return tc, nil
-}
-
-// clusterID returns the cluster's permanent id, created at first boot in the
-// data directory (rabbitmq_cluster_permanent_id in metrics).
-func clusterID(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, "cluster_id")
-	if b, err := os.ReadFile(path); err == nil {
-		return strings.TrimSpace(string(b)), nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("reading %s: %w", path, err)
-	}
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
-	}
-	raw[6] = raw[6]&0x0f | 0x40 // version 4
-	raw[8] = raw[8]&0x3f | 0x80 // RFC 4122 variant
-	id := fmt.Sprintf("%x-%x-%x-%x-%x", raw[0:4], raw[4:6], raw[6:8], raw[8:10], raw[10:])
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(path, []byte(id+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
-	}
-	return id, nil
 }

@@ -403,7 +403,10 @@ func emitInfo(e emitter, s *server.Server, opts Options, ds *descs, snap *server
 	if cluster == "" {
 		cluster = node
 	}
-	e.untyped(ds.identity, 1, labelValue(node), labelValue(cluster), labelValue(opts.ClusterPermanentID), ep.String())
+	// rabbitmq_cluster_permanent_id is the cluster's internal_cluster_id,
+	// as rabbitmq_prometheus reports it (empty, hence absent to Prometheus,
+	// on a cluster node the seed entry has not reached yet).
+	e.untyped(ds.identity, 1, labelValue(node), labelValue(cluster), labelValue(s.InternalClusterID()), ep.String())
 	version := labelValue(snap.ProductVersion)
 	e.untyped(ds.build, 1, version, version, clientVersion, "n/a", labelValue(opts.ProductName), version)
 }

@@ -20,11 +20,6 @@ type Options struct {
 	// RabbitMQ does before a cluster name is set.
 	ClusterName string
 
-	// ClusterPermanentID is the rabbitmq_cluster_permanent_id label: a UUID
-	// the cluster persists at first boot. Empty leaves the label empty, which
-	// Prometheus treats as absent.
-	ClusterPermanentID string
-
 	// ProductName is the product_name label of rabbitmq_build_info.
 	// Default "Warren".
 	ProductName string

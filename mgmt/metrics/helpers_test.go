@@ -56,7 +56,6 @@ func startEnv(t testing.TB, mutate ...func(*server.Config, *Config)) *env {
 	cfg := DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Options.ClusterName = "test-cluster"
-	cfg.Options.ClusterPermanentID = "6e1b2c1a-0000-4000-8000-000000000001"
 	cfg.Options.Logger = scfg.Logger
 	for _, f := range mutate {
 		f(&scfg, &cfg)

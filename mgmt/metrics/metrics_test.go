@@ -87,9 +87,14 @@ func TestMetricsDashboardFamilies(t *testing.T) {
 			}
 		}
 	}
+	// The permanent id is the cluster's internal_cluster_id, as in
+	// rabbitmq_prometheus.
+	if e.srv.InternalClusterID() == "" {
+		t.Fatal("the server has no internal cluster id")
+	}
 	id := f.get(t, "rabbitmq_identity_info", map[string]string{
 		"rabbitmq_node": "warren@testhost", "rabbitmq_cluster": "test-cluster",
-		"rabbitmq_cluster_permanent_id": "6e1b2c1a-0000-4000-8000-000000000001", "rabbitmq_endpoint": "aggregated",
+		"rabbitmq_cluster_permanent_id": e.srv.InternalClusterID(), "rabbitmq_endpoint": "aggregated",
 	})
 	if id != 1 {
 		t.Errorf("rabbitmq_identity_info = %v, want 1", id)
