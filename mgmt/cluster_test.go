@@ -88,6 +88,19 @@ func TestClusterNodesOverviewAndUnavailable(t *testing.T) {
 		t.Errorf("/api/cluster: %v", st)
 	}
 
+	// alarms is the cluster's (another member's alarm, from gossip),
+	// local-alarms this node's.
+	envs[0].srv.SetMemoryHighWatermark(1)
+	waitFor(t, 10*time.Second, func() error {
+		r := e.get("/api/health/checks/alarms")
+		if want := `[{"node":"warren@m1","resource":"memory"}]`; r.status != 503 || !strings.Contains(string(r.body), want) {
+			return fmt.Errorf("alarms check %d %s, want 503 with %s", r.status, r.body, want)
+		}
+		return nil
+	})
+	e.must(e.get("/api/health/checks/local-alarms"), 200, "local alarms of m2")
+	envs[0].srv.SetMemoryHighWatermark(0)
+
 	e.must(e.put("/api/queues/%2F/homed-m2", map[string]any{"durable": true}), 201, "declare")
 	other := envs[2]
 	waitFor(t, 10*time.Second, func() error {

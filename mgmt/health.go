@@ -1,7 +1,6 @@
 package mgmt
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,21 +20,23 @@ func (a *API) healthSingleNode(rq *request) error {
 	return nil
 }
 
-func (a *API) healthAlarms(rq *request) error {
-	var alarms []map[string]any
-	if a.srv.MemoryAlarm() {
-		alarms = append(alarms, map[string]any{"node": a.srv.NodeName(), "resource": "memory"})
+// healthAlarms is alarms (the cluster's, as gossip last told them) or,
+// with local, local-alarms (this node's), with 3.10's reasons.
+func (a *API) healthAlarms(local bool) handlerFunc {
+	reason := "There are alarms in effect in the cluster"
+	if local {
+		reason = "There are alarms in effect on the node"
 	}
-	if a.srv.DiskAlarm() {
-		alarms = append(alarms, map[string]any{"node": a.srv.NodeName(), "resource": "disk"})
+	return func(rq *request) error {
+		var alarms []map[string]any
+		for _, al := range a.srv.ResourceAlarms(local) {
+			alarms = append(alarms, map[string]any{"node": al.Node, "resource": al.Resource})
+		}
+		if len(alarms) == 0 {
+			return a.healthOK(rq)
+		}
+		return healthFailed(rq, map[string]any{"reason": reason, "alarms": alarms})
 	}
-	if len(alarms) > 0 {
-		writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
-			"status": "failed", "reason": "There are alarms in effect in the cluster", "alarms": alarms,
-		})
-		return nil
-	}
-	return a.healthOK(rq)
 }
 
 func (a *API) listenerPorts() []int {
@@ -49,7 +50,7 @@ func (a *API) listenerPorts() []int {
 func (a *API) healthPortListener(rq *request) error {
 	port, err := strconv.Atoi(rq.param("port"))
 	if err != nil {
-		return errBadRequest(fmt.Sprintf("invalid port %q", rq.param("port")))
+		return errBadRequest("Invalid port") // 3.10's text
 	}
 	ports := a.listenerPorts()
 	for _, p := range ports {
@@ -64,16 +65,37 @@ func (a *API) healthPortListener(rq *request) error {
 	return nil
 }
 
-func (a *API) healthProtocolListener(rq *request) error {
-	p := strings.ToLower(rq.param("protocol"))
-	name := ""
-	switch p {
-	case "amqp", "amqp091", "amqp0-9-1", "amqp0.9.1", "amqp09":
-		name = "amqp"
-	case "http", "management":
-		name = "http"
+// protocolAliases are the names protocol-listener accepts for a listener
+// protocol, as 3.10's normalize_protocol/1 maps them (any other name is
+// looked for as it is, lowercased).
+var protocolAliases = func() map[string]string {
+	m := map[string]string{"amqps": "amqp/ssl", "https": "https", "cli": "clustering", "distribution": "clustering"}
+	for to, names := range map[string]string{
+		"amqp":           "amqp091 amqp0.9.1 amqp0-9-1 amqp0_9_1 amqp10 amqp1.0 amqp1-0 amqp1_0",
+		"mqtt":           "mqtt3.1 mqtt3.1.1 mqtt31 mqtt311 mqtt3_1 mqtt3_1_1",
+		"mqtt/ssl":       "mqtts mqtt+tls mqtt+ssl",
+		"stomp":          "stomp1.0 stomp1.1 stomp1.2 stomp10 stomp11 stomp12 stomp1_0 stomp1_1 stomp1_2",
+		"stomp/ssl":      "stomps stomp+tls stomp+ssl",
+		"http":           "http1 http1.1 http_api management management_ui ui",
+		"http/web-mqtt":  "webmqtt web-mqtt web_mqtt",
+		"https/web-mqtt": "webmqtt/tls web-mqtt/tls webmqtt/ssl web-mqtt/ssl webmqtt+tls web-mqtt+tls webmqtt+ssl web-mqtt+ssl",
+		"http/web-stomp": "webstomp web-stomp web_stomp",
+		"https/web-stomp": "webstomp/tls web-stomp/tls webstomp/ssl web-stomp/ssl webstomp+tls web-stomp+tls " +
+			"webstomp+ssl web-stomp+ssl",
+	} {
+		for _, n := range strings.Fields(names) {
+			m[n] = to
+		}
 	}
-	var protocols []string
+	return m
+}()
+
+func (a *API) healthProtocolListener(rq *request) error {
+	name := strings.ToLower(rq.param("protocol"))
+	if to, ok := protocolAliases[name]; ok {
+		name = to
+	}
+	protocols := []string{}
 	for _, l := range a.listeners() {
 		protocols = append(protocols, l["protocol"].(string))
 		if l["protocol"] == name {
@@ -81,10 +103,7 @@ func (a *API) healthProtocolListener(rq *request) error {
 			return nil
 		}
 	}
-	writeJSON(rq.w, http.StatusServiceUnavailable, map[string]any{
-		"status": "failed", "reason": "No active listener", "missing": rq.param("protocol"), "protocols": protocols,
-	})
-	return nil
+	return healthFailed(rq, map[string]any{"reason": "No active listener", "missing": name, "protocols": protocols})
 }
 
 // healthFailed answers a failed check: 503 with RabbitMQ's body.

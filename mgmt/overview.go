@@ -64,7 +64,11 @@ func (a *API) listeners() []map[string]any {
 		add("amqp/ssl", addr.String())
 	}
 	if addr := a.Addr(); addr != nil {
-		add("http", addr.String())
+		proto := "http"
+		if a.cfg.TLS != nil {
+			proto = "https" // as RabbitMQ names a TLS management listener
+		}
+		add(proto, addr.String())
 	}
 	return out
 }

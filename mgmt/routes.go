@@ -52,8 +52,8 @@ func (a *API) nodeRoutes(t *routeTable) {
 	// A standalone node is the whole of its cluster, so it has reached any
 	// target size it can be given.
 	t.handle(get, "health/checks/reached-target-cluster-size", authNone, a.healthOK)
-	t.handle(get, "health/checks/alarms", authMgmt, a.healthAlarms)
-	t.handle(get, "health/checks/local-alarms", authMgmt, a.healthAlarms)
+	t.handle(get, "health/checks/alarms", authMgmt, a.healthAlarms(false))
+	t.handle(get, "health/checks/local-alarms", authMgmt, a.healthAlarms(true))
 	t.handle(get, "health/checks/port-listener/{port}", authMgmt, a.healthPortListener)
 	t.handle(get, "health/checks/protocol-listener/{protocol}", authMgmt, a.healthProtocolListener)
 	t.handle(get, "health/checks/virtual-hosts", authMgmt, a.healthVirtualHosts)

@@ -221,3 +221,32 @@ func (s *Server) ForgetClusterNode(ctx context.Context, name string) error {
 	}
 	return membershipError("forget node '"+name+"'", s.cluster.cfg.ProposeTimeout, err)
 }
+
+// Alarm is a resource alarm ("memory" or "disk") in effect on a node.
+type Alarm struct{ Node, Resource string }
+
+// ResourceAlarms returns the alarms in effect on this node and, unless
+// local or on a standalone node, those the other members last gossiped (as
+// rabbit_alarm:get_alarms/0 reports the whole cluster's), by node.
+func (s *Server) ResourceAlarms(local bool) []Alarm {
+	var out []Alarm
+	add := func(node string, memory, disk bool) {
+		if memory {
+			out = append(out, Alarm{node, alarmMemory})
+		}
+		if disk {
+			out = append(out, Alarm{node, alarmDisk})
+		}
+	}
+	add(s.NodeName(), s.MemoryAlarm(), s.DiskAlarm())
+	if local || s.cluster == nil || s.cluster.node == nil {
+		return out
+	}
+	rs := s.cluster.node.Status()
+	for _, m := range rs.Members {
+		if m.Name != rs.Name && m.State == cluster.StateAlive {
+			add(m.Name, m.Alarms&cluster.AlarmMemory != 0, m.Alarms&cluster.AlarmDisk != 0)
+		}
+	}
+	return out
+}
