@@ -182,6 +182,13 @@ func checkChartRange(s *session) {
 	t.Helper()
 	s.do("overview", chromedp.Navigate(s.base+"/#/overview"))
 	s.wait("overview charts", `!!document.querySelector('figure.chart') && [...document.querySelectorAll('label')].some((l) => l.textContent === 'Chart range')`)
+	// The churn panel is filled from churn_rates: a rate in every cell
+	// ("–" when the overview lacks them).
+	s.wait("churn panel filled", `(() => {
+		const t = [...document.querySelectorAll('table')].find((t) => t.caption && t.caption.textContent === 'Churn');
+		const cells = t ? [...t.querySelectorAll('tbody td')] : [];
+		return cells.length === 6 && cells.every((c) => c.textContent.endsWith('/s'));
+	})()`)
 	s.do("watch requests", chromedp.Evaluate[chromedp.Void](`(() => {
 		window.__urls = [];
 		const orig = window.fetch;
