@@ -259,3 +259,29 @@ func TestMgmtDefinitionsCarryLimitsAndParameters(t *testing.T) {
 	e.must(e.get("/api/queues/gp/never"), 404, "queue of the refused import")
 	e.must(e.get("/api/users/gp-v"), 404, "user of the refused import")
 }
+
+// TestMgmtVhostLimitOverridesNodeDefault: the node-wide max-queues-per-vhost
+// key is the default of every vhost; a vhost's max-queues replaces it (up or
+// down) and, deleted, brings it back.
+func TestMgmtVhostLimitOverridesNodeDefault(t *testing.T) {
+	e := newEnv(t, func(sc *server.Config, _ *Config) { sc.MaxQueuesPerVhost = 1 })
+	url := limitsEnv(t, e)
+	ch := e.channel(e.dial(url))
+	declare := func(name string) error {
+		_, err := ch.QueueDeclare(name, false, false, false, false, nil)
+		return err
+	}
+	if err := declare("d0"); err != nil {
+		t.Fatal(err)
+	}
+	expectAMQPError(t, "over the node default", declare("d1"), 406,
+		"PRECONDITION_FAILED - cannot declare queue 'd1': queue limit in vhost 'gp' (1) is reached")
+	ch = e.channel(e.dial(url)) // the 406 closed the channel
+	e.must(e.put("/api/vhost-limits/gp/max-queues", map[string]any{"value": 2}), 204, "max-queues 2")
+	if err := declare("d1"); err != nil {
+		t.Fatalf("second queue under the vhost's limit of 2: %v", err)
+	}
+	e.must(e.do("DELETE", "/api/vhost-limits/gp/max-queues", nil), 204, "delete max-queues")
+	expectAMQPError(t, "default back", declare("d2"), 406,
+		"PRECONDITION_FAILED - cannot declare queue 'd2': queue limit in vhost 'gp' (1) is reached")
+}
