@@ -24,7 +24,7 @@ func TestRunShovels(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run([]string{"--amqp-listen", addr, "--mgmt-listen", mgmtAddr, "--data-dir", t.TempDir()},
+		exit <- run([]string{"--amqp-listen", addr, "--mgmt-listen", mgmtAddr, "--metrics-listen", "", "--data-dir", t.TempDir()},
 			&bytes.Buffer{}, &bytes.Buffer{}, sigs)
 	}()
 	t.Cleanup(func() {
