@@ -38,9 +38,6 @@
 //   - Counts kept by RabbitMQ's Erlang runtime (reductions, garbage
 //     collection, process memory, disk reads of the old backing queue) have
 //     no equivalent and are left out rather than invented.
-//   - consumer_capacity (and consumer_utilisation, which RabbitMQ reports
-//     alongside) is instantaneous: the share of a queue's consumers that
-//     could take a message now, not a time average.
 //   - Unpaginated lists are streamed row by row; a paginated page and every
 //     single-object answer are built whole before being written.
 //   - PUT and POST bodies must be declared application/json (else 415), on

@@ -32,10 +32,10 @@ type QueueStatus struct {
 	// IdleSince is when the queue was last used while it has no consumers;
 	// zero while it has consumers.
 	IdleSince time.Time
-	// ConsumerCapacity is the fraction of consumers able to take a message
-	// now: 1 when the queue has consumers and nothing waits, 0 without
-	// consumers, else the share of consumers with prefetch credit left. It is
-	// an instantaneous stand-in for RabbitMQ's time-averaged figure.
+	// ConsumerCapacity is RabbitMQ 3.10's consumer capacity (and
+	// consumer_utilisation): 0 without consumers, else the share of time the
+	// consumers could take the queue's messages, a moving average with a
+	// one-second half-life (consumer_use.go).
 	ConsumerCapacity float64
 }
 
@@ -74,20 +74,13 @@ func (q *Queue) localStatus() QueueStatus {
 	return st
 }
 
+// consumerCapacityLocked is RabbitMQ's consumer capacity: 0 without
+// consumers, else the time average of consumer_use.go.
 func (q *Queue) consumerCapacityLocked() float64 {
-	switch {
-	case len(q.consumers) == 0:
+	if len(q.consumers) == 0 {
 		return 0
-	case q.lengthLocked() == 0:
-		return 1
 	}
-	free := 0
-	for _, c := range q.consumers {
-		if c.noAck || c.prefetch == 0 || c.unacked < int(c.prefetch) {
-			free++
-		}
-	}
-	return float64(free) / float64(len(q.consumers))
+	return q.use.capacity(time.Now())
 }
 
 // QueueSpec is a queue to declare through the management API.

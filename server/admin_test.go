@@ -239,3 +239,35 @@ func TestAdminQueueCallsShareTheQueueLookup(t *testing.T) {
 		t.Fatal("a refused delete deleted the exclusive queue")
 	}
 }
+
+// TestConsumerCapacityIsATimeAverage: a consumer stuck at its prefetch
+// lowers the queue's capacity gradually, halving the old figure each
+// second, as RabbitMQ 3.10's use_avg does; once it takes messages again the
+// figure climbs back.
+func TestConsumerCapacityIsATimeAverage(t *testing.T) {
+	ts := startServer(t)
+	_, ch := ts.channel(t)
+	must(t, ch.Qos(1, 0, false))
+	mustDeclare(t, ch, "cap", nil)
+	q := ts.Vhost("/").LookupQueue("cap")
+	d, err := ch.Consume("cap", "c", false, false, false, false, nil)
+	must(t, err)
+	for range 3 {
+		publish(t, ch, "", "cap", "m")
+	}
+	first := recv(t, d) // the consumer is now at its prefetch with 2 waiting
+	waitFor(t, 5*time.Second, "capacity below 1", func() bool { return q.Status().ConsumerCapacity < 1 })
+	if c := q.Status().ConsumerCapacity; c < 0.3 {
+		t.Fatalf("capacity %.3f right after blocking: not a time average", c)
+	}
+	waitFor(t, 10*time.Second, "capacity decayed", func() bool { return q.Status().ConsumerCapacity < 0.2 })
+	must(t, first.Ack(false))
+	for range 2 {
+		must(t, recv(t, d).Ack(false))
+	}
+	low := q.Status().ConsumerCapacity
+	waitFor(t, 10*time.Second, "capacity recovered", func() bool { return q.Status().ConsumerCapacity > 0.8 })
+	if low > 0.5 {
+		t.Fatalf("capacity %.3f just after unblocking, want it still low", low)
+	}
+}

@@ -54,6 +54,8 @@ type Queue struct {
 	// exclusiveConsumer is set while a consumer holds exclusive access.
 	exclusiveConsumer *consumer
 	hadConsumer       bool
+	// use is the consumers' capacity over time (consumer_use.go).
+	use consumerUse
 	// pending are the deliveries not yet settled, by delivery id, so a
 	// channel settles by id and holds nothing of the entry.
 	pending     unsettledSet
@@ -141,6 +143,7 @@ func newQueue(vh *Vhost, name string, durable, exclusive, autoDelete bool, args 
 		args: args, qa: qa, owner: owner, created: time.Now(), lastUsed: time.Now(),
 		bindings: make(map[bindingKey]struct{}), ready: newReadySet(qa.maxPriority),
 	}
+	q.use = newConsumerUse(q.created)
 	q.quorum = qa.quorum != nil
 	q.h = kindOf(&qa).newHandle(q)
 	q.consumerTimeout.Store(int64(qa.consumerTimeout))
@@ -208,7 +211,10 @@ func (q *Queue) enqueueLocked(m *Message, ttl int64, stored bool, loc msgstore.L
 	if !stored && ttl < 0 && q.ready.len() == 0 && len(q.consumers) > 0 && q.plainLocked() {
 		// Fast path: nothing is waiting and a consumer can take it now, so
 		// hand it over without queueing it.
-		if c := q.nextConsumerLocked(); c != nil {
+		c := q.nextConsumerLocked()
+		if c == nil {
+			q.use.block(time.Now())
+		} else {
 			q.nextSeq++
 			q.stats.published.inc()
 			q.handOverLocked(c, queued{msg: m, seq: q.nextSeq, persistent: m.Persistent()})
@@ -388,6 +394,7 @@ func (q *Queue) dispatchLocked(clk *lazyClock) {
 	for q.lengthLocked() > 0 && len(q.consumers) > 0 {
 		c := q.nextConsumerLocked()
 		if c == nil {
+			q.use.block(time.Now())
 			return
 		}
 		m, ok := q.takeLocked(clk)
@@ -401,6 +408,9 @@ func (q *Queue) dispatchLocked(clk *lazyClock) {
 
 // handOverLocked delivers m, already taken from the queue, to c.
 func (q *Queue) handOverLocked(c *consumer, m queued) {
+	if q.use.inactive {
+		q.use.unblock(time.Now())
+	}
 	id := m.seq // a no-ack delivery is never settled: any id will do
 	if c.noAck {
 		q.forgetLocked(&m)
@@ -521,6 +531,7 @@ func (q *Queue) addConsumer(c *consumer, accepted func()) *amqp.Error {
 	}
 	q.hadConsumer = true
 	q.lastUsed = time.Now()
+	q.use.unblock(q.lastUsed)
 	accepted()
 	q.dispatchLocked(&lazyClock{})
 	dead := q.takeDeadLocked()
