@@ -70,6 +70,13 @@ type Config struct {
 	QueueActive func(vhost, queue string) bool
 	// Local returns the broker's listener, where links publish.
 	Local func() (Local, error)
+	// Here reports whether this node runs a link, so that in a cluster one
+	// node moves each message: key names the link, and vhost and queue
+	// are the downstream queue of a queue link ("" for an exchange link);
+	// the broker answers from the queue's home node (where RabbitMQ runs
+	// a queue link) or a stable hash of key over the alive nodes. Nil:
+	// every link runs here (a standalone node).
+	Here func(key, vhost, queue string) bool
 	// Node is the node name reported in the status.
 	Node string
 	// ClusterName is this broker's cluster name, which names the upstream
@@ -220,12 +227,28 @@ func (m *Manager) wanted() (map[linkKey]linkSpec, []map[string]any) {
 			continue
 		}
 		for _, u := range ups {
+			if !m.runsHere(t, u.name) {
+				continue
+			}
 			s := linkSpec{target: t, up: u}
 			s.raw = encode([]any{t.Type, t.Durable, t.AutoDelete, t.Args, u.name, params[t.Vhost].upstreams[u.name], memberOf(t.Policy, params[t.Vhost], u.name)})
 			want[linkKey{t.Vhost, t.Name, u.name, t.Queue}] = s
 		}
 	}
 	return want, issues
+}
+
+// runsHere asks Config.Here whether this node runs the link of t from
+// upstream.
+func (m *Manager) runsHere(t Target, upstream string) bool {
+	if m.cfg.Here == nil {
+		return true
+	}
+	kind, queue := "exchange", ""
+	if t.Queue {
+		kind, queue = "queue", t.Name
+	}
+	return m.cfg.Here("federation\x00"+kind+"\x00"+t.Vhost+"\x00"+t.Name+"\x00"+upstream, t.Vhost, queue)
 }
 
 // federable leaves out what the plugin does not federate: the default

@@ -32,6 +32,7 @@ type adminState struct {
 	globals            map[string]any
 	paramObservers     []func(component string) // OnParameterChange
 	defObservers       []func()                 // OnDefinitionChange
+	memberObservers    []func()                 // OnMembershipChange
 
 	chmu     sync.Mutex // leaf: guards channels and retired
 	channels map[*channel]struct{}

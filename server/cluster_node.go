@@ -37,6 +37,9 @@ type clusterMember struct {
 	// lost is the members noteLostNodes last saw not alive; only the reap
 	// loop's goroutine uses it.
 	lost map[string]bool
+	// alive is the sorted alive member names noteAliveNodes last saw;
+	// only the reap loop's goroutine uses it.
+	alive string
 
 	// seq numbers this node's proposals; waiting maps the sequence of a
 	// proposal in flight to the slot its apply on this node fills, so the
@@ -391,6 +394,7 @@ func (s *Server) reapLoop() {
 		}
 		s.noteLostNodes()
 		s.reclaimQuorumLeaders()
+		s.noteAliveNodes()
 		if s.cluster.node.IsLeader() {
 			s.reapDeadQueues()
 			s.electQuorumLeaders()

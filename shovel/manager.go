@@ -32,6 +32,13 @@ type Config struct {
 	Local func() (Local, error)
 	// Delete removes a shovel's parameter once delete-after is reached.
 	Delete func(vhost, name string) error
+	// Here reports whether this node runs the shovel, so that in a cluster
+	// one node moves each message: key names the shovel, and vhost and
+	// queue are its source when that is a queue of this broker (a direct
+	// URI), "" otherwise; the broker answers from the queue's home node
+	// or a stable hash of key over the alive nodes. Nil: every shovel runs
+	// here (a standalone node).
+	Here func(key, vhost, queue string) bool
 	// Node is the node name reported in the status.
 	Node string
 	// ClusterName is the cluster's name, which x-shovelled headers carry
@@ -116,7 +123,9 @@ func (m *Manager) reconcileLoop() {
 func (m *Manager) reconcile() {
 	want := make(map[key]Param)
 	for _, p := range m.cfg.Params() {
-		want[key{p.Vhost, p.Name}] = p
+		if m.runsHere(p) {
+			want[key{p.Vhost, p.Name}] = p
+		}
 	}
 	m.mu.Lock()
 	var stale []*worker
@@ -137,6 +146,21 @@ func (m *Manager) reconcile() {
 			m.workers[k] = m.startWorker(p)
 		}
 	}
+}
+
+// runsHere asks Config.Here whether this node runs p.
+func (m *Manager) runsHere(p Param) bool {
+	if m.cfg.Here == nil {
+		return true
+	}
+	d := parseDefinition(p.Value)
+	var vhost, queue string
+	if len(d.srcURIs) > 0 && d.srcQueue != "" {
+		if vh, ok := isLocal(d.srcURIs[0]); ok {
+			vhost, queue = vh, d.srcQueue
+		}
+	}
+	return m.cfg.Here("shovel\x00"+p.Vhost+"\x00"+p.Name, vhost, queue)
 }
 
 func encode(v any) string {

@@ -22,6 +22,7 @@ func startFederation(srv *server.Server, logger *slog.Logger) *federation.Manage
 		}
 	})
 	srv.OnDefinitionChange(m.Changed)
+	srv.OnMembershipChange(m.Changed) // a lost node's links move
 	m.Start()
 	return m
 }
@@ -37,6 +38,7 @@ func federationConfig(srv *server.Server, logger *slog.Logger) federation.Config
 			l, err := localBroker(srv)
 			return federation.Local{Addr: l.Addr, User: l.User, Password: l.Password}, err
 		},
+		Here: func(key, vhost, queue string) bool { return runsHere(srv, key, vhost, queue) },
 		Node: srv.NodeName(), ClusterName: srv.ClusterName, Logger: logger,
 	}
 }

@@ -14,9 +14,11 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/federation"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
+	"github.com/warrenmq/warren/shovel"
 )
 
 // fedBroker is a Warren node with its federation runner and management
@@ -28,8 +30,10 @@ type fedBroker struct {
 	port    int
 	srv     *server.Server
 	fed     *federation.Manager
+	shovels *shovel.Manager
 	api     *mgmt.API
-	url     string // amqp://guest:guest@127.0.0.1:port/
+	cc      *cluster.Config // a cluster member when set (placement_test.go)
+	url     string          // amqp://guest:guest@127.0.0.1:port/
 }
 
 func startFedBroker(t testing.TB, name string) *fedBroker {
@@ -59,6 +63,7 @@ func (b *fedBroker) start() {
 	cfg.MemoryHighWatermark, cfg.DiskFreeLimit = 0, 0
 	cfg.LoginFailureDelay = 10 * time.Millisecond
 	cfg.Logger = fedTestLogger()
+	cfg.Cluster = b.cc
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
@@ -69,9 +74,13 @@ func (b *fedBroker) start() {
 	b.srv = srv
 	_, b.port = server.SplitHostPort(srv.Addr().String())
 	b.url = fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", b.port)
+	if b.cc != nil {
+		b.cc.BindAddr = srv.ClusterNode().Addr() // a restart keeps the port
+	}
 	b.fed = startFederation(srv, cfg.Logger)
+	b.shovels = startShovels(srv, cfg.Logger)
 	mc := mgmt.DefaultConfig()
-	mc.Listen, mc.Server, mc.Logger, mc.Federation = "127.0.0.1:0", srv, cfg.Logger, b.fed
+	mc.Listen, mc.Server, mc.Logger, mc.Federation, mc.Shovels = "127.0.0.1:0", srv, cfg.Logger, b.fed, b.shovels
 	if b.api, err = mgmt.New(mc); err == nil {
 		err = b.api.Start()
 	}
@@ -88,6 +97,7 @@ func (b *fedBroker) stop() {
 		b.t.Errorf("closing the management API: %v", err)
 	}
 	b.fed.Close()
+	b.shovels.Close()
 	if err := b.srv.Close(); err != nil {
 		b.t.Errorf("closing the server: %v", err)
 	}

@@ -21,6 +21,7 @@ func startShovels(srv *server.Server, logger *slog.Logger) *shovel.Manager {
 		Params: func() []shovel.Param { return shovelParams(srv) },
 		Local:  func() (shovel.Local, error) { return localBroker(srv) },
 		Delete: func(vhost, name string) error { return srv.DeleteParameter(shovelComponent, vhost, name) },
+		Here:   func(key, vhost, queue string) bool { return runsHere(srv, key, vhost, queue) },
 		Node:   srv.NodeName(), ClusterName: srv.ClusterName,
 		Logger: logger,
 	})
@@ -29,6 +30,10 @@ func startShovels(srv *server.Server, logger *slog.Logger) *shovel.Manager {
 			m.Changed()
 		}
 	})
+	// A queue declared or deleted may move a shovel to its home, and a
+	// node lost or joined moves those the hash placed.
+	srv.OnDefinitionChange(m.Changed)
+	srv.OnMembershipChange(m.Changed)
 	m.Start()
 	return m
 }
