@@ -14,17 +14,32 @@ import (
 // without asking the others.
 
 // AliveNodes returns the names of the cluster members gossip sees alive,
-// sorted, this node always among them; a standalone node is alone.
+// sorted, this node among them; a standalone node is alone. It is empty
+// while this node sees no majority of the Raft voters alive (just
+// started, before gossip merged, or on the minority side of a partition):
+// the majority side may be running every worker then, so this node runs
+// none rather than run them twice.
 func (s *Server) AliveNodes() []string {
 	self := s.NodeName()
 	if s.cluster == nil || s.cluster.node == nil {
 		return []string{self}
 	}
+	node := s.cluster.node
 	out := []string{self}
-	for _, m := range s.cluster.node.Members() {
+	for _, m := range node.Members() {
 		if m.Name != self && m.State == cluster.StateAlive {
 			out = append(out, m.Name)
 		}
+	}
+	voters := node.Status().Voters
+	seen := 0
+	for _, v := range voters {
+		if slices.Contains(out, v) {
+			seen++
+		}
+	}
+	if 2*seen <= len(voters) {
+		return nil
 	}
 	slices.Sort(out)
 	return out

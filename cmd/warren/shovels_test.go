@@ -23,9 +23,10 @@ func TestRunShovels(t *testing.T) {
 	t.Cleanup(func() { logOutput = old })
 	sigs := make(chan os.Signal, 1)
 	exit := make(chan int, 1)
+	errOut := &bytes.Buffer{}
 	go func() {
 		exit <- run([]string{"--amqp-listen", addr, "--mgmt-listen", mgmtAddr, "--metrics-listen", "", "--data-dir", t.TempDir()},
-			&bytes.Buffer{}, &bytes.Buffer{}, sigs)
+			&bytes.Buffer{}, errOut, sigs)
 	}()
 	t.Cleanup(func() {
 		sigs <- syscall.SIGTERM
@@ -54,7 +55,7 @@ func TestRunShovels(t *testing.T) {
 		// fsyncs have been seen to take 10 s on this 2-core machine.
 		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
+				t.Fatalf("timed out waiting for %s: %s", what, errOut)
 			}
 		}
 	}
