@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"errors"
 	"fmt"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -13,7 +14,7 @@ type xsession struct {
 	l           *link
 	c           *conns
 	mv          *mover
-	cmdCh       *amqp.Channel // binds and unbinds (channel-use-mode multiple)
+	cmdCh       *amqp.Channel // binds and unbinds: its own (channel-use-mode multiple) or upCh (single)
 	upX, queue  string        // the upstream exchange and the queue bound to it
 	internalX   string        // the upstream exchange the bindings are on, "Q A" or "Q B"
 	suffix      string
@@ -71,8 +72,11 @@ func (s *xsession) openUpstream() error {
 	}
 	s.mv.upCh = ch
 	s.upChClosed = ch.NotifyClose(make(chan *amqp.Error, 1))
-	if s.cmdCh, err = up.Channel(); err != nil {
-		return err
+	s.cmdCh = ch
+	if !u.singleChannel {
+		if s.cmdCh, err = up.Channel(); err != nil {
+			return err
+		}
 	}
 	s.cmdClosed = s.cmdCh.NotifyClose(make(chan *amqp.Error, 1))
 	if err := s.ensureUpstreamExchange(); err != nil {
@@ -87,6 +91,9 @@ func (s *xsession) openUpstream() error {
 	}
 	if u.queueType != "" {
 		args["x-queue-type"] = u.queueType
+	}
+	if u.haPolicy != "" {
+		args["x-ha-policy"] = u.haPolicy
 	}
 	if _, err := ch.QueueDeclare(s.queue, true, false, false, false, args); err != nil {
 		return err
@@ -191,7 +198,7 @@ func (s *xsession) syncBindings() error {
 	}
 	for k, b := range s.bound {
 		if _, ok := want[k]; !ok {
-			if err := s.cmdCh.ExchangeUnbind(s.internalX, b.Key, s.upX, false, table(b.Args)); err != nil {
+			if err := s.cmdCh.ExchangeUnbind(s.internalX, b.Key, s.upX, s.l.spec.up.bindNowait, table(b.Args)); err != nil {
 				return err
 			}
 			delete(s.bound, k)
@@ -199,7 +206,7 @@ func (s *xsession) syncBindings() error {
 	}
 	for k, b := range want {
 		if _, ok := s.bound[k]; !ok {
-			if err := s.cmdCh.ExchangeBind(s.internalX, b.Key, s.upX, false, table(b.Args)); err != nil {
+			if err := s.cmdCh.ExchangeBind(s.internalX, b.Key, s.upX, s.l.spec.up.bindNowait, table(b.Args)); err != nil {
 				return err
 			}
 			s.bound[k] = b
@@ -257,7 +264,11 @@ func (s *xsession) move() error {
 	for {
 		select {
 		case <-l.ctx.Done():
-			return mv.drain(s.c)
+			err := mv.drain(s.c)
+			if l.removed.Load() && !l.spec.up.keepUpstream {
+				err = errors.Join(err, s.deleteUpstream())
+			}
+			return err
 		case e := <-s.c.upClosed:
 			return sideError("upstream", e)
 		case e := <-s.c.downClosed:
@@ -285,6 +296,21 @@ func (s *xsession) move() error {
 			}
 		}
 	}
+}
+
+// deleteUpstream deletes what the link declared upstream, the internal
+// exchange and then the queue, as rabbit_federation_exchange_link's
+// terminate does when the link is removed (its policy or upstream gone, or
+// the exchange deleted) and resource-cleanup-mode is not never. Messages
+// still in the queue go with it, as they do on RabbitMQ.
+func (s *xsession) deleteUpstream() error {
+	if err := disposable(s.c.up, func(ch *amqp.Channel) error { return ch.ExchangeDelete(s.internalX, false, false) }); err != nil {
+		return fmt.Errorf("deleting upstream exchange %q: %w", s.internalX, err)
+	}
+	if err := disposable(s.c.up, func(ch *amqp.Channel) error { _, err := ch.QueueDelete(s.queue, false, false, false); return err }); err != nil {
+		return fmt.Errorf("deleting upstream queue %q: %w", s.queue, err)
+	}
+	return nil
 }
 
 // forward republishes one message into the downstream exchange with its

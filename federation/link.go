@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -18,6 +19,7 @@ type linkSpec struct {
 	target Target
 	up     upstream
 	raw    string // the object's declaration and the upstream's values, to see changes
+	here   bool   // this node runs the link (Config.Here)
 }
 
 // link runs one exchange or queue link: its goroutine (run) is the only one
@@ -31,6 +33,9 @@ type link struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	rebind chan struct{} // exchange links: the downstream bindings may have changed
+	// removed is set before halt when no node wants the link any more, so
+	// an exchange link deletes its upstream queue (resource-cleanup-mode).
+	removed atomic.Bool
 
 	mu        sync.Mutex // guards the status below; a leaf
 	state     string     // starting, running, error
@@ -93,6 +98,9 @@ func (l *link) run() {
 			err = l.exchangeSession()
 		}
 		if l.ctx.Err() != nil {
+			if err != nil && !errors.Is(err, context.Canceled) {
+				log.Warn("federation link stopped", "err", err)
+			}
 			return
 		}
 		l.setState("error", err.Error())

@@ -191,7 +191,11 @@ func (m *Manager) reconcile() {
 	m.issues = issues
 	var stale []*link
 	for k, l := range m.links {
-		if s, ok := want[k]; !ok || s.raw != l.spec.raw {
+		s, ok := want[k]
+		if !ok || !s.here || s.raw != l.spec.raw {
+			// Wanted nowhere: the link is removed, and cleans up
+			// upstream; moved to another node or changed: restarted.
+			l.removed.Store(!ok)
 			stale = append(stale, l)
 			delete(m.links, k)
 		}
@@ -203,6 +207,9 @@ func (m *Manager) reconcile() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, s := range want {
+		if !s.here {
+			continue
+		}
 		if l, ok := m.links[k]; ok {
 			l.bindingsChanged()
 		} else if !m.closed {
@@ -211,8 +218,9 @@ func (m *Manager) reconcile() {
 	}
 }
 
-// wanted is the links the policies and upstreams call for, and the
-// federated objects whose policy names nothing that exists.
+// wanted is the links the policies and upstreams call for on any node
+// (here set on those this node runs), and the federated objects whose
+// policy names nothing that exists.
 func (m *Manager) wanted() (map[linkKey]linkSpec, []map[string]any) {
 	params := indexParams(m.cfg.Params())
 	want := make(map[linkKey]linkSpec)
@@ -227,10 +235,7 @@ func (m *Manager) wanted() (map[linkKey]linkSpec, []map[string]any) {
 			continue
 		}
 		for _, u := range ups {
-			if !m.runsHere(t, u.name) {
-				continue
-			}
-			s := linkSpec{target: t, up: u}
+			s := linkSpec{target: t, up: u, here: m.runsHere(t, u.name)}
 			s.raw = encode([]any{t.Type, t.Durable, t.AutoDelete, t.Args, u.name, params[t.Vhost].upstreams[u.name], memberOf(t.Policy, params[t.Vhost], u.name)})
 			want[linkKey{t.Vhost, t.Name, u.name, t.Queue}] = s
 		}

@@ -31,6 +31,10 @@ type upstream struct {
 	messageTTL     int64 // x-message-ttl of the upstream queue, ms; <0 = none
 	consumerTag    string
 	queueType      string // x-queue-type of the upstream queue; "" = the upstream's default
+	keepUpstream   bool   // resource-cleanup-mode never: a removed link leaves its upstream queue
+	haPolicy       string // x-ha-policy of the upstream queue; "" = none
+	bindNowait     bool   // bind and unbind upstream without waiting for the answer
+	singleChannel  bool   // channel-use-mode single: commands on the consuming channel
 }
 
 const (
@@ -76,6 +80,18 @@ func (u *upstream) overlay(m map[string]any) {
 	}
 	if s, ok := m["queue-type"].(string); ok {
 		u.queueType = s
+	}
+	if s, ok := m["resource-cleanup-mode"].(string); ok {
+		u.keepUpstream = s == "never"
+	}
+	if s, ok := m["ha-policy"].(string); ok {
+		u.haPolicy = s
+	}
+	if b, ok := m["bind-nowait"].(bool); ok {
+		u.bindNowait = b
+	}
+	if s, ok := m["channel-use-mode"].(string); ok {
+		u.singleChannel = s == "single"
 	}
 }
 
