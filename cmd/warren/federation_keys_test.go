@@ -70,19 +70,21 @@ func TestFederationCleanupModeNever(t *testing.T) {
 	fedMust(t, err)
 	fedMust(t, dch.ExchangeDeclare("fed.x", "topic", true, false, false, false, nil))
 	fedMust(t, dch.QueueBind("qa", "a.#", "fed.x", false, nil))
-	federateExchange(t, down, up, "up1", map[string]any{"resource-cleanup-mode": "never"})
+	federateExchange(t, down, up, "up1", nil)
 	const upQueue = "federation: fed.x -> down@localhost"
 	fedWait(t, 10*time.Second, "a.# bound upstream", func() bool { return slices.Equal(upstreamKeys(up), []string{"a.#"}) })
 
 	// A changed upstream restarts the link: nothing deleted, whatever the
-	// mode (default here).
+	// mode (default here). The same *Queue afterwards: not deleted and
+	// declared again.
+	before := up.srv.Vhost("/").LookupQueue(upQueue)
 	down.putUpstream("up1", map[string]any{"uri": up.url, "reconnect-delay": 1, "prefetch-count": 10})
-	down.waitLink("up1", "fed.x", "running")
-	if up.srv.Vhost("/").LookupQueue(upQueue) == nil {
+	fedWait(t, 10*time.Second, "the link restarted on prefetch 10", func() bool { return linkPrefetch(up) == 10 })
+	if up.srv.Vhost("/").LookupQueue(upQueue) != before {
 		t.Fatal("a restarted link deleted its upstream queue")
 	}
 	down.putUpstream("up1", map[string]any{"uri": up.url, "reconnect-delay": 1, "resource-cleanup-mode": "never"})
-	down.waitLink("up1", "fed.x", "running")
+	fedWait(t, 10*time.Second, "the link restarted on the default prefetch", func() bool { return linkPrefetch(up) == 1000 })
 
 	fedMust(t, down.srv.DeletePolicy("/", "fed", false))
 	fedWait(t, 10*time.Second, "the link gone", func() bool { return linkChannels(up, "up1") == -1 })
@@ -91,4 +93,20 @@ func TestFederationCleanupModeNever(t *testing.T) {
 		q := up.srv.Vhost("/").LookupQueue(upQueue)
 		return q != nil && q.Info().Ready == 1
 	})
+}
+
+// linkPrefetch is the prefetch of the link's consuming channel upstream,
+// which tells which version of its upstream a restarted link runs; 0 while
+// there is no such channel, or more than one.
+func linkPrefetch(up *fedBroker) uint16 {
+	var found []uint16
+	for _, ch := range up.srv.Channels() {
+		if ch.Consumers > 0 {
+			found = append(found, ch.Prefetch)
+		}
+	}
+	if len(found) != 1 {
+		return 0
+	}
+	return found[0]
 }
