@@ -337,3 +337,10 @@ func limitConstraints(keys []string) []constraint {
 	}
 	return cs
 }
+
+// ValidateParameter checks p as a runtime parameter set by the broker
+// itself (no user's permissions): how cmd/warren checks the static
+// shovels of its configuration file before it runs them.
+func (s *Server) ValidateParameter(p Parameter) error {
+	return s.validateParameter(p, "")
+}

@@ -28,6 +28,11 @@ type Local struct {
 type Config struct {
 	// Params returns the stored shovel parameters. Required.
 	Params func() []Param
+	// Static are the shovels of the configuration file (RabbitMQ's static
+	// shovels): run like the parameters, shown with type static, never
+	// deleted (delete-after only ends one), named apart from the
+	// parameters.
+	Static []Param
 	// Local returns the local broker's listener, for direct URIs. Required.
 	Local func() (Local, error)
 	// Delete removes a shovel's parameter once delete-after is reached.
@@ -60,7 +65,10 @@ type Manager struct {
 	closed  bool
 }
 
-type key struct{ vhost, name string }
+type key struct {
+	vhost, name string
+	static      bool
+}
 
 // New makes a Manager; Start runs it.
 func New(cfg Config) *Manager {
@@ -124,7 +132,12 @@ func (m *Manager) reconcile() {
 	want := make(map[key]Param)
 	for _, p := range m.cfg.Params() {
 		if m.runsHere(p) {
-			want[key{p.Vhost, p.Name}] = p
+			want[key{p.Vhost, p.Name, false}] = p
+		}
+	}
+	for _, p := range m.cfg.Static {
+		if m.runsHere(p) {
+			want[key{p.Vhost, p.Name, true}] = p
 		}
 	}
 	m.mu.Lock()
@@ -143,7 +156,7 @@ func (m *Manager) reconcile() {
 	defer m.mu.Unlock()
 	for k, p := range want {
 		if _, ok := m.workers[k]; !ok && !m.closed {
-			m.workers[k] = m.startWorker(p)
+			m.workers[k] = m.startWorker(p, k.static)
 		}
 	}
 }
@@ -160,7 +173,7 @@ func (m *Manager) runsHere(p Param) bool {
 			vhost, queue = vh, d.srcQueue
 		}
 	}
-	return m.cfg.Here("shovel\x00"+p.Vhost+"\x00"+p.Name, vhost, queue)
+	return m.cfg.Here("shovel\x00"+p.Vhost+"\x00"+p.Name, vhost, queue) // a static shovel of the same name runs beside it
 }
 
 func encode(v any) string {
@@ -174,9 +187,13 @@ func encode(v any) string {
 // RestartShovel stops a shovel and starts it again (DELETE
 // /api/shovels/vhost/{vhost}/{name}/restart); false if there is none.
 func (m *Manager) RestartShovel(vhost, name string) bool {
-	k := key{vhost, name}
+	k := key{vhost, name, false}
 	m.mu.Lock()
 	w, ok := m.workers[k]
+	if !ok {
+		k.static = true
+		w, ok = m.workers[k]
+	}
 	if ok {
 		delete(m.workers, k)
 	}
@@ -188,13 +205,14 @@ func (m *Manager) RestartShovel(vhost, name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, taken := m.workers[k]; !taken && !m.closed {
-		m.workers[k] = m.startWorker(w.param)
+		m.workers[k] = m.startWorker(w.param, k.static)
 	}
 	return true
 }
 
-func (m *Manager) startWorker(p Param) *worker {
+func (m *Manager) startWorker(p Param, static bool) *worker {
 	w := newWorker(m, p)
+	w.static = static
 	w.wg.Add(1)
 	go w.run()
 	return w

@@ -18,6 +18,9 @@ type worker struct {
 	param Param
 	raw   string // the parameter's value as JSON, to see changes
 	def   definition
+	// static: from the configuration file (Config.Static), not a
+	// parameter, so delete-after ends it without deleting anything.
+	static bool
 
 	ctx    context.Context // cancelled by halt
 	cancel context.CancelFunc
@@ -65,6 +68,11 @@ func (w *worker) run() {
 		w.setState("starting", "")
 		err := w.session()
 		if w.ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errDone) && w.static {
+			log.Info("static shovel finished: delete-after reached")
+			w.setState("terminated", "")
 			return
 		}
 		if errors.Is(err, errDone) {
@@ -125,6 +133,9 @@ func (w *worker) status(node string) map[string]any {
 	st := map[string]any{
 		"node": node, "timestamp": w.since.UTC().Format(time.DateTime), "name": w.param.Name,
 		"vhost": w.param.Vhost, "type": "dynamic", "state": w.state,
+	}
+	if w.static {
+		st["type"] = "static"
 	}
 	if w.state == "terminated" && w.reason != "" {
 		st["reason"] = w.reason

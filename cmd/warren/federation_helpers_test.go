@@ -78,7 +78,7 @@ func (b *fedBroker) start() {
 		b.cc.BindAddr = srv.ClusterNode().Addr() // a restart keeps the port
 	}
 	b.fed = startFederation(srv, cfg.Logger)
-	b.shovels = startShovels(srv, cfg.Logger)
+	b.shovels = startShovels(srv, nil, cfg.Logger)
 	mc := mgmt.DefaultConfig()
 	mc.Listen, mc.Server, mc.Logger, mc.Federation, mc.Shovels = "127.0.0.1:0", srv, cfg.Logger, b.fed, b.shovels
 	if b.api, err = mgmt.New(mc); err == nil {

@@ -64,12 +64,18 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 			return 1
 		}
 	}
+	static, err := staticShovels(v, srv)
+	if err != nil {
+		fmt.Fprintf(stderr, "warren: %v\n", err)
+		srv.Close()
+		return 1
+	}
 	if err := srv.Start(); err != nil {
 		fmt.Fprintf(stderr, "warren: %v\n", listenKeyError(err))
 		srv.Close()
 		return 1
 	}
-	shovels := startShovels(srv, cfg.Logger)
+	shovels := startShovels(srv, static, cfg.Logger)
 	fed := startFederation(srv, cfg.Logger)
 	stopHTTP, err := startHTTP(srv, cfg, v, shovels, fed)
 	if err != nil {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
+
+	"github.com/spf13/viper"
 
 	"github.com/warrenmq/warren/server"
 	"github.com/warrenmq/warren/shovel"
@@ -16,9 +20,10 @@ const shovelComponent = "shovel"
 // startShovels runs a shovel for each stored shovel parameter and follows
 // their changes; the returned Manager is also the management API's view of
 // them. Close it before the server.
-func startShovels(srv *server.Server, logger *slog.Logger) *shovel.Manager {
+func startShovels(srv *server.Server, static []shovel.Param, logger *slog.Logger) *shovel.Manager {
 	m := shovel.New(shovel.Config{
 		Params: func() []shovel.Param { return shovelParams(srv) },
+		Static: static,
 		Local:  func() (shovel.Local, error) { return localBroker(srv) },
 		Delete: func(vhost, name string) error { return srv.DeleteParameter(shovelComponent, vhost, name) },
 		Here:   func(key, vhost, queue string) bool { return runsHere(srv, key, vhost, queue) },
@@ -64,4 +69,58 @@ func localBroker(srv *server.Server) (shovel.Local, error) {
 	}
 	user, password := srv.InternalCredential()
 	return shovel.Local{Addr: net.JoinHostPort(host, strconv.Itoa(port)), User: user, Password: password}, nil
+}
+
+// staticShovels reads the configuration file's shovels key, Warren's
+// counterpart of RabbitMQ's static shovels (the rabbitmq_shovel
+// application's shovels setting): a list of shovels, each a name, an
+// optional vhost (default "/") and the dynamic shovel's keys, checked as a
+// shovel parameter is. They run from the file alone: not stored, not
+// deletable through the API, shown with type static.
+func staticShovels(v *viper.Viper, srv *server.Server) ([]shovel.Param, error) {
+	raw := v.Get("shovels")
+	if raw == nil {
+		return nil, nil
+	}
+	// Through JSON, so numbers are json.Number as in stored parameters
+	// and the YAML decoder's types do not matter.
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("shovels: %w", err)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var list []map[string]any
+	if err := d.Decode(&list); err != nil {
+		return nil, fmt.Errorf("shovels: a list of shovels, each with name and the shovel keys: %w", err)
+	}
+	var out []shovel.Param
+	seen := make(map[string]bool)
+	for i, def := range list {
+		name, _ := def["name"].(string)
+		if name == "" {
+			return nil, fmt.Errorf("shovels[%d]: no name", i)
+		}
+		vhost := "/"
+		if vh, ok := def["vhost"]; ok {
+			if vhost, _ = vh.(string); vhost == "" {
+				return nil, fmt.Errorf("shovels: %s: vhost must be a vhost's name", name)
+			}
+		}
+		if seen[vhost+"\x00"+name] {
+			return nil, fmt.Errorf("shovels: %s: two shovels of that name in vhost %s", name, vhost)
+		}
+		seen[vhost+"\x00"+name] = true
+		value := make(map[string]any, len(def))
+		for k, x := range def {
+			if k != "name" && k != "vhost" {
+				value[k] = x
+			}
+		}
+		if err := srv.ValidateParameter(server.Parameter{Component: shovelComponent, Vhost: vhost, Name: name, Value: value}); err != nil {
+			return nil, fmt.Errorf("shovels: %s: %w", name, err)
+		}
+		out = append(out, shovel.Param{Vhost: vhost, Name: name, Value: value})
+	}
+	return out, nil
 }
