@@ -89,7 +89,7 @@ const usageHeader = `Usage: warren [flags]        (-h, --help prints this and ex
 Runs the Warren AMQP 0-9-1 broker. Every key below is a flag, a WARREN_*
 environment variable (dashes become underscores: WARREN_AMQP_LISTEN) and a
 key of the YAML file given with --config; config, help and version are flags
-only, users and vhost-flush-policies keys of the file only. Flags win over
+only, users, vhost-flush-policies and shovels keys of the file only. Flags win over
 the environment, which wins over the file.
 
 `

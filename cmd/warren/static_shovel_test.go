@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -161,4 +163,31 @@ func mgmtCall(t *testing.T, addr, method, path string) (int, string) {
 	b, err := io.ReadAll(resp.Body)
 	fedMust(t, err)
 	return resp.StatusCode, string(b)
+}
+
+// A static shovel the shovel parameter checks refuse stops start-up with
+// exit 1, naming it and RabbitMQ's validation text.
+func TestStaticShovelRefusedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "warren.yaml")
+	yaml := fmt.Sprintf(`amqp-listen: %s
+mgmt-listen: ""
+metrics-listen: ""
+data-dir: %s
+shovels:
+  - name: broken
+    src-uri: amqp://
+    dest-uri: amqp://
+    dest-queue: dest
+`, freePort(t), filepath.Join(dir, "data"))
+	fedMust(t, os.WriteFile(config, []byte(yaml), 0o600))
+	var stdout, stderr bytes.Buffer
+	// A stop already queued: a broker that wrongly starts stops at once
+	// with exit 0 instead of hanging the test.
+	sigs := make(chan os.Signal, 1)
+	sigs <- syscall.SIGTERM
+	code := run([]string{"--config", config}, &stdout, &stderr, sigs)
+	if code != 1 || !strings.Contains(stderr.String(), "shovels: broken: ") || !strings.Contains(stderr.String(), "src-queue") {
+		t.Fatalf("exit %d, stderr %q; want 1 naming the shovel and the missing key", code, stderr.String())
+	}
 }
