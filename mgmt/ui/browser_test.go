@@ -55,11 +55,18 @@ func (s *session) expectRefusal(apiPath string) {
 // login page must send the user back there.
 func newSession(t *testing.T, startHash string) *session {
 	t.Helper()
+	return newSessionWith(t, startHash, nil)
+}
+
+// newSessionWith is newSession with wire, when not nil, adding to the
+// management API's configuration (the plugin runners) before it starts.
+func newSessionWith(t *testing.T, startHash string, wire func(*mgmt.Config, *server.Server)) *session {
+	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("browser test needs %s (apt-get install chromium): %v", chromiumPath, err)
 	}
 	srv, amqpURL := startBroker(t)
-	s := &session{t: t, base: startMgmt(t, srv), amqpURL: amqpURL}
+	s := &session{t: t, base: startMgmt(t, srv, wire), amqpURL: amqpURL}
 	s.ctx, s.problems = browser(t)
 	t.Cleanup(func() {
 		for _, p := range s.problems() {
@@ -117,7 +124,7 @@ func startBroker(t *testing.T) (*server.Server, string) {
 // startMgmt serves the management API, with the UI at "/", on 127.0.0.1:0
 // and returns its base URL. A short sampler interval makes rates and the
 // charts' samples appear within the test.
-func startMgmt(t *testing.T, srv *server.Server) string {
+func startMgmt(t *testing.T, srv *server.Server, wire func(*mgmt.Config, *server.Server)) string {
 	t.Helper()
 	cfg := mgmt.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
@@ -125,6 +132,9 @@ func startMgmt(t *testing.T, srv *server.Server) string {
 	cfg.UI = ui.Handler()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.StatsInterval = 100 * time.Millisecond
+	if wire != nil {
+		wire(&cfg, srv)
+	}
 	api, err := mgmt.New(cfg)
 	if err != nil {
 		t.Fatalf("mgmt.New: %v", err)

@@ -23,8 +23,10 @@
 //     #/definitions (export download, import upload); #/limits (vhost and
 //     user limits: set, clear); #/feature-flags (state, enable);
 //     #/parameters (runtime parameters of the federation and shovel
-//     components, global parameters). Route segments are percent-encoded,
-//     so the vhost "/" is %2F as in the API.
+//     components, global parameters); #/shovels (status, add, restart,
+//     delete; a static shovel only restarts) and #/federation (upstreams:
+//     list, add, delete; links with their status). Route segments are
+//     percent-encoded, so the vhost "/" is %2F as in the API.
 //   - Charts are inline SVG drawn from the *_details samples the API returns
 //     for lengths_age/msg_rates_age requests, over the range the chart range
 //     selector picks (RabbitMQ's: last minute, ten minutes, hour, eight
@@ -54,8 +56,11 @@
 // Caveats:
 //   - RabbitMQ's API has no call that closes a single channel; a channel's
 //     page offers to close its connection instead.
-//   - Topic permissions, shovels and federation links have no pages yet;
-//     the API endpoints exist for tools.
+//   - Topic permissions and upstream sets have no pages yet; the API
+//     endpoints exist for tools. The shovel form takes queues only
+//     (exchanges and the other keys through the API or #/parameters), and
+//     in a cluster each node's pages list the shovels and links that node
+//     runs.
 //   - Users, permissions and policies are listed whole and paged in the
 //     browser, because the API does not page them.
 //   - The regular-expression filter is evaluated by the server for paged

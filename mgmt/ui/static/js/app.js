@@ -12,6 +12,7 @@ import * as connections from './pages/connections.js';
 import * as admin from './pages/admin.js';
 import * as definitions from './pages/definitions.js';
 import * as settings from './pages/settings.js';
+import * as plugins from './pages/plugins.js';
 
 // POLL_MS is the refresh interval, RabbitMQ's and LavinMQ's default. The
 // sessionStorage key "warren.poll-ms" overrides it for this tab (at least
@@ -39,6 +40,8 @@ const ROUTES = [
   ['limits', settings.renderLimits, 'management'],
   ['feature-flags', settings.renderFeatureFlags, 'administrator'],
   ['parameters', settings.renderParameters, 'policymaker'],
+  ['shovels', plugins.renderShovels, 'management'],
+  ['federation', plugins.renderFederation, 'management'],
 ].map(([pattern, render, tag]) => ({parts: pattern.split('/'), render: render, tag: tag}));
 
 // NAV is the main navigation, in RabbitMQ's order; admin pages come last.
@@ -56,6 +59,8 @@ const NAV = [
   ['limits', 'Limits', 'administrator'],
   ['feature-flags', 'Feature flags', 'administrator'],
   ['parameters', 'Parameters', 'policymaker'],
+  ['shovels', 'Shovels', 'management'],
+  ['federation', 'Federation', 'management'],
 ];
 
 const state = {
