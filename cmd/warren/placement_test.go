@@ -289,3 +289,26 @@ func linkRunners(nodes []*fedBroker, match func(map[string]any) bool) []string {
 	}
 	return out
 }
+
+// A node left with no majority of the voters alive runs no shovel, so
+// the two sides of a partition never both run one: with two of three
+// nodes stopped, the one running the shovel stops it.
+func TestClusterMinorityRunsNoShovel(t *testing.T) {
+	src, dest := startFedBroker(t, "src"), startFedBroker(t, "dest")
+	nodes := startPlacementCluster(t)
+	putShovel(t, nodes[0].srv, "mover", map[string]any{"src-uri": src.url, "src-queue": "q", "dest-uri": dest.url, "dest-queue": "q"})
+	fedWait(t, 15*time.Second, "the shovel running", func() bool { return len(shovelRunners(nodes, "mover")) == 1 })
+	// Keep the runner and stop the other two: it must stop the shovel.
+	var survivor *fedBroker
+	for _, n := range nodes {
+		if n.name == shovelRunners(nodes, "mover")[0] {
+			survivor = n
+		}
+	}
+	for _, n := range nodes {
+		if n != survivor {
+			n.stop()
+		}
+	}
+	fedWait(t, 20*time.Second, survivor.name+", alone, running no shovel", func() bool { return len(shovelRunners(nodes, "mover")) == 0 })
+}
