@@ -40,6 +40,11 @@ type Config struct {
 	Name string
 	// URL is the broker's AMQP URI, amqp:// or amqps://.
 	URL string
+	// SetupURL, if not "", is where the topology is declared and deleted
+	// instead of URL: in a cluster, the node a queue is declared on
+	// leads it (client-local placement), which need not be the node the
+	// workers talk to.
+	SetupURL string
 	// Publishers is the number of publishers, each with its own connection.
 	Publishers int
 	// Consumers is the number of consumers, each with its own connection.
@@ -97,6 +102,18 @@ type Config struct {
 	// Client is the AMQP client of publishers and consumers: clientFast
 	// or clientAMQP091. Declarations always use amqp091-go.
 	Client string
+	// QueueArgs are the arguments of every queue declare, such as
+	// x-queue-type: quorum; nil declares without arguments.
+	QueueArgs amqp.Table
+	// FailoverURLs are the other nodes of a cluster: a publisher or
+	// consumer whose connection fails reconnects to them in turn and goes
+	// on (fast client only). Empty: a failed connection fails the run.
+	FailoverURLs []string
+	// KillPID, when > 0, is sent SIGKILL KillAfter after the workers
+	// start; the summary then times the first confirm and the first
+	// delivery of a message published after the kill.
+	KillPID   int
+	KillAfter time.Duration
 	// Progress receives one line per second while the run goes on; nil
 	// prints nothing.
 	Progress io.Writer
@@ -126,6 +143,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := amqp.ParseURI(c.URL); err != nil {
 		return bad("--url %q: %v", redactURL(c.URL), err)
+	}
+	if c.SetupURL != "" {
+		if _, err := amqp.ParseURI(c.SetupURL); err != nil {
+			return bad("--setup-url %q: %v", redactURL(c.SetupURL), err)
+		}
 	}
 	if err := validateClient(c.Client); err != nil {
 		return err
@@ -176,7 +198,36 @@ func (c Config) Validate() error {
 			return bad("--exchange: name longer than %d bytes", maxQueueNameLen)
 		}
 	}
+	if err := c.validateFailover(); err != nil {
+		return err
+	}
 	return validatePattern(c.QueuePattern, c.Queues)
+}
+
+// validateFailover checks the failover settings.
+func (c Config) validateFailover() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	for _, u := range c.FailoverURLs {
+		if _, err := amqp.ParseURI(u); err != nil {
+			return bad("--failover-urls %q: %v", redactURL(u), err)
+		}
+	}
+	switch {
+	case len(c.FailoverURLs) > 0 && c.Client != clientFast:
+		return bad("--failover-urls needs --client %s", clientFast)
+	case len(c.FailoverURLs) > 0 && (c.PMessages > 0 || c.CMessages > 0):
+		// A reconnected worker cannot know which of its messages counted.
+		return bad("--failover-urls runs end by --duration, not message counts")
+	case c.KillPID < 0:
+		return bad("--kill-pid %d: want > 0", c.KillPID)
+	case c.KillPID > 0 && c.KillAfter <= 0:
+		return bad("--kill-pid needs --kill-after > 0")
+	case c.KillPID == 0 && c.KillAfter != 0:
+		return bad("--kill-after needs --kill-pid")
+	}
+	return nil
 }
 
 // validateClient checks a --client value.
@@ -230,6 +281,14 @@ func (c Config) routesPerMessage() uint64 {
 		return uint64(c.Queues)
 	}
 	return 1
+}
+
+// setupURL is where the topology is declared and deleted.
+func (c Config) setupURL() string {
+	if c.SetupURL != "" {
+		return c.SetupURL
+	}
+	return c.URL
 }
 
 // redactURL hides the password of an AMQP URI for messages.

@@ -19,10 +19,16 @@ type consumer struct {
 	cfg *Config
 	// fast is the fast client's state; nil with --client amqp091, which
 	// uses conn, ch, closed and deliveries instead.
-	fast       *fastCons
-	conn       *brokerConn
-	ch         *amqp.Channel
-	tag        string
+	fast  *fastCons
+	conn  *brokerConn
+	ch    *amqp.Channel
+	tag   string
+	queue string
+	// url is the node this consumer's connection goes to: Config.URL,
+	// another after a failover. fo is the run's failover state or nil.
+	url        string
+	fo         *failover
+	fastMu     sync.Mutex // guards the swap of fast at a reconnect against abort
 	closed     chan *amqp.Error
 	deliveries <-chan amqp.Delivery
 
@@ -45,7 +51,7 @@ type consumer struct {
 // from queue.
 func openConsumer(cfg *Config, id int, queue string) (*consumer, error) {
 	role := fmt.Sprintf("consumer %d", id)
-	c := &consumer{id: id, cfg: cfg, tag: fmt.Sprintf("warren-perf-%d", id),
+	c := &consumer{id: id, cfg: cfg, tag: fmt.Sprintf("warren-perf-%d", id), queue: queue, url: cfg.URL,
 		interval: newHistogram(), spare: newHistogram()}
 	if cfg.Client != clientAMQP091 {
 		if err := openFastConsumer(c, role, queue); err != nil {
@@ -156,8 +162,11 @@ func (c *consumer) record(now, ts int64, ok bool) {
 
 // abort closes the consumer's socket under it; see brokerConn.abort.
 func (c *consumer) abort() error {
-	if c.fast != nil {
-		return c.fast.conn.abort()
+	c.fastMu.Lock()
+	f := c.fast
+	c.fastMu.Unlock()
+	if f != nil {
+		return f.conn.abort()
 	}
 	return c.conn.abort()
 }

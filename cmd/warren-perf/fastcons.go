@@ -44,7 +44,7 @@ type fastCons struct {
 // openFastConsumer connects consumer c with the fast client, sets its
 // prefetch and starts consuming from queue.
 func openFastConsumer(c *consumer, role, queue string) error {
-	fc, err := dialFast(c.cfg.URL, role)
+	fc, err := dialFast(c.url, role)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,9 @@ func openFastConsumer(c *consumer, role, queue string) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("%w (%s): consume from queue %q: %w", ErrDeclare, role, queue, err), fc.closeAsReader())
 	}
+	c.fastMu.Lock()
 	c.fast = &fastCons{conn: fc}
+	c.fastMu.Unlock()
 	return nil
 }
 
@@ -205,6 +207,9 @@ func (c *consumer) delivered(now int64) (done bool, err error) {
 		ok = ts > 0
 	}
 	c.record(now, ts, ok)
+	if k := c.fo.killed(); k != 0 && ok && ts >= k {
+		c.fo.sawDelivery(now)
+	}
 	if !c.cfg.AutoAck {
 		if c.cfg.MultiAckEvery > 1 {
 			f.pending++

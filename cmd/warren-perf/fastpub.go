@@ -144,7 +144,7 @@ type fastPub struct {
 // openFastPublisher connects publisher p with the fast client and, with
 // confirms, puts its channel in confirm mode.
 func openFastPublisher(p *publisher, role string) error {
-	fc, err := dialFast(p.cfg.URL, role)
+	fc, err := dialFast(p.url, role)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,9 @@ func openFastPublisher(p *publisher, role string) error {
 		f.track = newConfirmTracker(p.cfg.Confirm)
 	}
 	fc.onUnblocked = f.notify
+	p.fastMu.Lock()
 	p.fast = f
+	p.fastMu.Unlock()
 	return nil
 }
 
@@ -323,6 +325,9 @@ func (p *publisher) onConfirm(fr frame) error {
 	f.mu.Unlock()
 	if k == mBasicAck {
 		p.confirmed.Add(uint64(n))
+		if p.fo != nil && n > 0 {
+			p.noteConfirm(tag, time.Now().UnixNano())
+		}
 	} else {
 		p.nacked.Add(uint64(n))
 	}
@@ -405,6 +410,11 @@ func (p *publisher) fastPublishLoop(ctx context.Context, stop *atomic.Bool) erro
 			credits += n
 		}
 		ts := time.Now().UnixNano()
+		if p.fo != nil && f.track != nil {
+			// The publisher alone moves track.next (in acquire and
+			// unreserve), so it reads it without mu.
+			p.noteKill(ts, f.track.next-uint64(credits))
+		}
 		if direct {
 			if f.chDead.Load() {
 				return p.channelError()

@@ -4,8 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // options is everything the command line sets: the run's Config plus how
@@ -128,6 +131,7 @@ func runFlags(o *options, out io.Writer) *docFlags {
 	d := newDocFlags("warren-perf", out)
 	c := &o.cfg
 	d.str(&c.URL, []string{"url"}, "URL", "broker AMQP URI")
+	d.str(&c.SetupURL, []string{"setup-url"}, "URL", "declare and delete the queues through this URI instead of --url (in a cluster the declaring node leads the queue)")
 	d.int(&c.Publishers, []string{"publishers", "x"}, "N", "number of publishers, one connection each")
 	d.int(&c.Consumers, []string{"consumers", "y"}, "N", "number of consumers, one connection each")
 	d.int(&c.Queues, []string{"queues"}, "N", "number of queues; publisher i uses queue i mod N, consumer j queue j mod N")
@@ -151,6 +155,13 @@ func runFlags(o *options, out io.Writer) *docFlags {
 	d.bool(&c.DeleteQueues, []string{"delete-queues"}, "delete the queues on exit")
 	d.duration(&c.DrainTimeout, []string{"drain-timeout"}, "D", "how long publishers wait for outstanding confirms after stopping")
 	d.str(&c.Client, []string{"client"}, "NAME", clientUsage)
+	d.add([]string{"queue-arg"}, "KEY=VALUE", "queue argument of every declare, repeatable, e.g. x-queue-type=quorum; "+
+		"an integer or true/false value is sent as such, anything else as a string", "",
+		func(n string) { d.fs.Var((*queueArgs)(&c.QueueArgs), n, "queue argument") })
+	d.add([]string{"failover-urls"}, "URL,...", "other cluster nodes: a worker whose connection fails reconnects to them in turn (fast client)", "",
+		func(n string) { d.fs.Var((*urlList)(&c.FailoverURLs), n, "failover URLs") })
+	d.int(&c.KillPID, []string{"kill-pid"}, "PID", "kill -9 this process --kill-after into the run and time the first confirm and delivery of a message published after it")
+	d.duration(&c.KillAfter, []string{"kill-after"}, "D", "when --kill-pid is killed, from the start of the run")
 	d.bool(&o.json, []string{"json"}, "print the summary as one JSON object (progress lines go to stderr)")
 	d.bool(&o.quiet, []string{"quiet"}, "no per-second progress lines")
 	d.fs.Usage = func() {
@@ -172,4 +183,44 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// queueArgs is the --queue-arg flag: KEY=VALUE into an amqp.Table.
+type queueArgs amqp.Table
+
+func (q *queueArgs) String() string { return fmt.Sprint(map[string]any(*q)) }
+
+func (q *queueArgs) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%w: --queue-arg %q: want KEY=VALUE", ErrInvalidConfig, s)
+	}
+	if *q == nil {
+		*q = queueArgs{}
+	}
+	// Brokers check types: x-quorum-initial-group-size must be an
+	// integer, x-queue-type a string.
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		(*q)[k] = n
+	} else if b, err := strconv.ParseBool(v); err == nil && (v == "true" || v == "false") {
+		(*q)[k] = b
+	} else {
+		(*q)[k] = v
+	}
+	return nil
+}
+
+// urlList is a comma-separated list flag.
+type urlList []string
+
+func (u *urlList) String() string { return strings.Join(*u, ",") }
+
+func (u *urlList) Set(s string) error {
+	*u = nil
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*u = append(*u, part)
+		}
+	}
+	return nil
 }

@@ -24,7 +24,17 @@ type publisher struct {
 	ch       *amqp.Channel
 	exchange string
 	key      string
-	closed   chan *amqp.Error
+	// url is the node this publisher's connection goes to: Config.URL,
+	// another after a failover.
+	url    string
+	closed chan *amqp.Error
+	// fo is the run's failover state, nil without failover. killTag is
+	// the first delivery tag, on the current connection, of a message
+	// published after the kill; 0 while there is none.
+	fo      *failover
+	killTag atomic.Uint64
+	// fastMu guards the swap of fast at a reconnect against abort.
+	fastMu sync.Mutex
 	// confirms and window are nil without confirms. window holds one token
 	// per unconfirmed message; its capacity is Config.Confirm.
 	confirms chan amqp.Confirmation
@@ -44,7 +54,7 @@ type publisher struct {
 func openPublisher(cfg *Config, id int, exchange, key string) (*publisher, error) {
 	role := fmt.Sprintf("publisher %d", id)
 	if cfg.Client != clientAMQP091 {
-		p := &publisher{id: id, cfg: cfg, exchange: exchange, key: key}
+		p := &publisher{id: id, cfg: cfg, exchange: exchange, key: key, url: cfg.URL}
 		if err := openFastPublisher(p, role); err != nil {
 			return nil, err
 		}
@@ -185,8 +195,11 @@ func (p *publisher) outstanding() uint64 {
 
 // abort closes the publisher's socket under it; see brokerConn.abort.
 func (p *publisher) abort() error {
-	if p.fast != nil {
-		return p.fast.conn.abort()
+	p.fastMu.Lock()
+	f := p.fast
+	p.fastMu.Unlock()
+	if f != nil {
+		return f.conn.abort()
 	}
 	return p.conn.abort()
 }

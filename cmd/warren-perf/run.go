@@ -35,7 +35,7 @@ func run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	sum, err := execute(ctx, &cfg, queues)
 	if cfg.DeleteQueues {
-		err = errors.Join(err, deleteTopology(cfg.URL, "", queues))
+		err = errors.Join(err, deleteTopology(cfg.setupURL(), "", queues))
 	}
 	return sum, err
 }
@@ -47,6 +47,7 @@ func run(ctx context.Context, cfg Config) (Summary, error) {
 // only wmu is held during I/O (the write it serialises).
 type runner struct {
 	cfg  *Config
+	fo   *failover // nil without --failover-urls and --kill-pid
 	pubs []*publisher
 	cons []*consumer
 	// pubGroup and conGroup run the publishers and the consumers. They are
@@ -84,7 +85,7 @@ type measurement struct {
 
 // execute connects the workers, runs them and builds the summary.
 func execute(ctx context.Context, cfg *Config, queues []string) (Summary, error) {
-	r := &runner{cfg: cfg}
+	r := &runner{cfg: cfg, fo: newFailover(cfg)}
 	if err := r.connect(queues); err != nil {
 		r.abortAll()
 		return Summary{}, err
@@ -100,12 +101,16 @@ func execute(ctx context.Context, cfg *Config, queues []string) (Summary, error)
 	defer r.conGroup.stop()
 	start := time.Now()
 	for _, c := range r.cons {
-		r.goFunc(&r.conGroup, c.run)
+		r.goFunc(&r.conGroup, r.resilient(c.id, c.run, c.reopen))
 	}
 	for _, p := range r.pubs {
-		r.goFunc(&r.pubGroup, p.run)
+		r.goFunc(&r.pubGroup, r.resilient(p.id, p.run, p.reopen))
 	}
+	var killer sync.WaitGroup
+	r.startKiller(runCtx, &killer)
 	m := r.report(runCtx, start)
+	cancel() // stops the killer if the run ended before the kill
+	killer.Wait()
 	pubGrace := stopGrace
 	if cfg.Confirm > 0 {
 		pubGrace += cfg.DrainTimeout
@@ -133,6 +138,7 @@ func execute(ctx context.Context, cfg *Config, queues []string) (Summary, error)
 		ConsumeRate:        perSecond(d.consumed, measured),
 		Latency:            latencySummary(m.latency),
 		AbortedConnections: aborted,
+		Failover:           r.fo.summary(cfg, start),
 	}
 	r.errMu.Lock()
 	err := errors.Join(r.errs...)
@@ -152,6 +158,7 @@ func (r *runner) connect(queues []string) error {
 		if err != nil {
 			return err
 		}
+		c.fo = r.fo
 		r.cons = append(r.cons, c)
 	}
 	for i := range cfg.Publishers {
@@ -160,6 +167,7 @@ func (r *runner) connect(queues []string) error {
 		if err != nil {
 			return err
 		}
+		p.fo = r.fo
 		r.pubs = append(r.pubs, p)
 	}
 	return nil

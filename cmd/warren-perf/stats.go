@@ -106,6 +106,8 @@ type Summary struct {
 	Connections    int     `json:"connections,omitempty"`
 	DeclareSeconds float64 `json:"declare_seconds,omitempty"`
 	ConnectSeconds float64 `json:"connect_seconds,omitempty"`
+	// Failover is set in runs with --failover-urls or --kill-pid.
+	Failover *FailoverSummary `json:"failover,omitempty"`
 }
 
 // ran reports whether the run got as far as starting its workers.
@@ -182,6 +184,9 @@ func (s Summary) writeText(w io.Writer) error {
 		if _, err := fmt.Fprintf(w, "  broker RSS   %.1f MiB peak\n", float64(s.BrokerRSSKiB)/1024); err != nil {
 			return fmt.Errorf("write summary: %w", err)
 		}
+	}
+	if err := s.Failover.writeText(w); err != nil {
+		return err
 	}
 	if s.AbortedConnections > 0 {
 		if _, err := fmt.Fprintf(w, "  stopped      %d connections closed by force (blocked by broker flow control?)\n", s.AbortedConnections); err != nil {

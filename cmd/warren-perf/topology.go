@@ -11,7 +11,7 @@ import (
 // queues and their bindings on a connection of its own, and purges the
 // queues if asked.
 func setupTopology(cfg *Config, queues []string) error {
-	conn, ch, err := openChannel(cfg.URL, "setup")
+	conn, ch, err := openChannel(cfg.setupURL(), "setup")
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func declareTopology(ch *amqp.Channel, cfg *Config, queues []string) error {
 		if cfg.Predeclared {
 			_, err = ch.QueueDeclarePassive(q, cfg.Durable, false, false, false, nil)
 		} else {
-			_, err = ch.QueueDeclare(q, cfg.Durable, false, false, false, nil)
+			_, err = ch.QueueDeclare(q, cfg.Durable, false, false, false, cfg.QueueArgs)
 		}
 		if err != nil {
 			return fmt.Errorf("%w: queue %q (durable=%t): %w", ErrDeclare, q, cfg.Durable, err)
