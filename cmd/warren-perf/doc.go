@@ -62,6 +62,23 @@
 //     up to --drain-timeout), then consumers; a worker still blocked after
 //     its grace period has its socket closed under it.
 //
+// # Failover
+//
+// With --failover-urls (fast client only) a publisher or consumer whose
+// connection fails, or whose channel or consumer the broker closes,
+// reconnects to those nodes in turn (the node of --url last), resubscribes
+// and goes on; the messages it left unconfirmed are counted as in doubt,
+// not republished. With --kill-pid the runner (one goroutine, stopped with
+// the run) sends SIGKILL to that process --kill-after into the run; the
+// summary then gives the time from the kill to the first confirm of a
+// message published after it (by delivery tag: the first tag a publisher
+// stamped after the kill, every tag of a connection opened after it) and
+// to the first delivery of such a message (by the publish time in its
+// body). --setup-url declares and deletes the queues on another node than
+// the workers use, since in a cluster the declaring node leads a queue.
+// Failover runs end by --duration: a worker that reconnected cannot tell
+// which of its messages counted towards --pmessages.
+//
 // # Caveats
 //
 //   - Latency compares two clocks; it is only meaningful when publishers and
