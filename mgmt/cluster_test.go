@@ -158,3 +158,46 @@ func TestClusterForgetAndLeave(t *testing.T) {
 	})
 	first.must(first.put("/api/queues/%2F/alone", map[string]any{"durable": true}), 201, "declare on the last node")
 }
+
+// TestClusterAlarmsInNodesAndHealth: a memory alarm on m1 shows as m1's
+// mem_alarm in m2's /api/nodes, fails m2's health/checks/alarms (the
+// cluster's, RabbitMQ's reason and alarm list) but not its local-alarms,
+// and clears everywhere.
+func TestClusterAlarmsInNodesAndHealth(t *testing.T) {
+	envs := startClusterEnvs(t)
+	e := envs[1]
+	memAlarms := func() string {
+		var s []string
+		for _, n := range e.must(e.get("/api/nodes"), 200, "nodes").array(t) {
+			m := n.(map[string]any)
+			s = append(s, fmt.Sprintf("%v:%v/%v", m["name"], m["mem_alarm"], m["disk_free_alarm"]))
+		}
+		return strings.Join(s, " ")
+	}
+	envs[0].srv.SetMemoryHighWatermark(1) // anything is above one byte
+	want := "warren@m1:true/false warren@m2:false/false warren@m3:false/false"
+	waitFor(t, 10*time.Second, func() error {
+		if got := memAlarms(); got != want {
+			return fmt.Errorf("/api/nodes alarms %s, want %s", got, want)
+		}
+		return nil
+	})
+	r := e.get("/api/health/checks/alarms")
+	body := r.object(t)
+	if r.status != 503 || body["reason"] != "There are alarms in effect in the cluster" ||
+		fmt.Sprint(body["alarms"]) != "[map[node:warren@m1 resource:memory]]" {
+		t.Fatalf("alarms check on m2: %d %s", r.status, r.body)
+	}
+	e.must(e.get("/api/health/checks/local-alarms"), 200, "m2's local alarms")
+	r = envs[0].get("/api/health/checks/local-alarms")
+	if r.status != 503 || r.object(t)["reason"] != "There are alarms in effect on the node" {
+		t.Fatalf("local-alarms check on m1: %d %s", r.status, r.body)
+	}
+	envs[0].srv.SetMemoryHighWatermark(0)
+	waitFor(t, 10*time.Second, func() error {
+		if r := e.get("/api/health/checks/alarms"); r.status != 200 {
+			return fmt.Errorf("alarms check %d %s", r.status, r.body)
+		}
+		return nil
+	})
+}

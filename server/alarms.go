@@ -1,6 +1,7 @@
 package server
 
 import (
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -16,12 +17,17 @@ const (
 	alarmDisk   = "disk"
 )
 
-// alarms tracks the node's resource alarms. While any is raised, publishing
-// connections are blocked: their sockets are not read until all clear.
+// alarms tracks the resource alarms in force for this node's publishers:
+// its own and, on a cluster node, those other running members gossip. While
+// any is raised, publishing connections are blocked: their sockets are not
+// read until all clear. RabbitMQ blocks publishers on every node for an
+// alarm on any one (rabbit_alarm's remote alarms), and drops a node's
+// alarms when the node goes down.
 type alarms struct {
 	mu      sync.Mutex
-	active  map[string]bool
-	cleared chan struct{} // non-nil while an alarm is on
+	active  map[string]bool // this node's alarms, by kind
+	remote  map[string]bool // kinds raised by other running members
+	cleared chan struct{}   // non-nil while an alarm is on
 }
 
 // clearedChan returns a channel closed when every alarm has cleared, or nil
@@ -32,7 +38,8 @@ func (a *alarms) clearedChan() chan struct{} {
 	return a.cleared
 }
 
-// set raises or clears one alarm and reports whether it changed.
+// set raises or clears one of this node's alarms and reports whether it
+// changed.
 func (a *alarms) set(kind string, on bool) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -44,31 +51,60 @@ func (a *alarms) set(kind string, on bool) bool {
 	}
 	if on {
 		a.active[kind] = true
-		if a.cleared == nil {
-			a.cleared = make(chan struct{})
-		}
 	} else {
 		delete(a.active, kind)
-		if len(a.active) == 0 && a.cleared != nil {
-			close(a.cleared)
-			a.cleared = nil
-		}
 	}
+	a.syncLocked()
 	return true
 }
 
+// setRemote replaces the kinds raised by other members and reports whether
+// they changed.
+func (a *alarms) setRemote(kinds map[string]bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if maps.Equal(a.remote, kinds) {
+		return false
+	}
+	a.remote = kinds
+	a.syncLocked()
+	return true
+}
+
+// syncLocked makes cleared exist exactly while some alarm is on, closing
+// it (waking the blocked readers) when the last one clears.
+func (a *alarms) syncLocked() {
+	on := len(a.active) > 0 || len(a.remote) > 0
+	switch {
+	case on && a.cleared == nil:
+		a.cleared = make(chan struct{})
+	case !on && a.cleared != nil:
+		close(a.cleared)
+		a.cleared = nil
+	}
+}
+
+// isOn reports whether this node raised the alarm kind.
 func (a *alarms) isOn(kind string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.active[kind]
 }
 
-// reason is the connection.blocked reason, e.g. "low on memory & disk".
+// reason is the connection.blocked reason, e.g. "low on disk & memory":
+// RabbitMQ 3.10's rabbit_reader joins the resources blocking the
+// connection with " & " after "low on", without naming the node that
+// raised them.
 func (a *alarms) reason() string {
 	a.mu.Lock()
-	kinds := make([]string, 0, len(a.active))
+	kinds := make([]string, 0, 2)
 	for k := range a.active {
 		kinds = append(kinds, k)
+	}
+	for k := range a.remote {
+		if !a.active[k] {
+			kinds = append(kinds, k)
+		}
 	}
 	a.mu.Unlock()
 	sort.Strings(kinds)
@@ -104,6 +140,7 @@ func (s *Server) resourceMonitor() {
 		s.checkMemory()
 		s.checkDisk()
 		s.gossipAlarms(&gossiped)
+		s.noteRemoteAlarms()
 		select {
 		case <-s.quit:
 			return

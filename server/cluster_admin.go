@@ -154,6 +154,50 @@ func (s *Server) gossipAlarms(last *cluster.Alarms) {
 	*last = a
 }
 
+// noteRemoteAlarms blocks this node's publishers for the alarms other
+// running members gossip, and unblocks them when those clear or their
+// node stops running (RabbitMQ forgets a down node's alarms). The resource
+// monitor calls it at each check, so a remote alarm takes effect within a
+// check interval of its gossip arriving.
+func (s *Server) noteRemoteAlarms() {
+	if s.cluster == nil || s.cluster.node == nil {
+		return
+	}
+	var kinds map[string]bool
+	var from []string
+	for _, a := range s.remoteAlarms() {
+		if kinds == nil {
+			kinds = make(map[string]bool)
+		}
+		kinds[a.Resource] = true
+		from = append(from, a.Resource+"@"+a.Node)
+	}
+	if s.alarms.setRemote(kinds) {
+		if len(kinds) > 0 {
+			s.log.Warn("resource alarm on another cluster node: blocking publishers", "alarms", strings.Join(from, ","))
+		} else {
+			s.log.Info("resource alarms of other cluster nodes cleared")
+		}
+	}
+}
+
+// remoteAlarms lists the alarms gossiped by the other running members.
+func (s *Server) remoteAlarms() []Alarm {
+	var out []Alarm
+	for _, m := range s.cluster.node.Members() {
+		if m.Name == s.cluster.cfg.NodeName || m.State != cluster.StateAlive {
+			continue
+		}
+		if m.Alarms&cluster.AlarmMemory != 0 {
+			out = append(out, Alarm{m.Name, alarmMemory})
+		}
+		if m.Alarms&cluster.AlarmDisk != 0 {
+			out = append(out, Alarm{m.Name, alarmDisk})
+		}
+	}
+	return out
+}
+
 // IsClusterUnavailable reports whether err is a definition change that
 // failed for want of a Raft majority, also once turned into the AMQP error
 // a client gets (asAMQP), for the management API's 503.
