@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -54,6 +55,7 @@ type Status struct {
 	LastIndex      uint64
 	CommitIndex    uint64
 	AppliedIndex   uint64 // by this node's FSM
+	SnapshotIndex  uint64 // of this node's newest Raft snapshot; its log starts after it less TrailingLogs
 	Voters         []string
 	NonVoters      []string
 	Members        []Member
@@ -74,6 +76,7 @@ func (n *Node) Status() Status {
 		AuthFailures: n.trans.AuthFailures(), DroppedEvents: n.DroppedEvents(),
 		Bootstrapped: n.bootstrapped.Load(),
 	}
+	st.SnapshotIndex, _ = strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
 	if servers, err := n.servers(); err == nil {
 		for _, s := range servers {
 			name, _ := splitServerID(s.ID)

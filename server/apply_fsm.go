@@ -14,13 +14,13 @@ import (
 // meta.db is snapshotted and restored here. A standalone node never calls
 // them (its applied index stays 0).
 //
-// They map onto cluster.FSM as follows (the wiring is a later step):
-// ApplyBatch(entries) is ApplyCommitted(last entry's Index, each entry's
-// Data) — the cluster's adapter has already dropped the entries at or below
-// AppliedIndex, and a StorageError is its panic; Snapshot is SnapshotMeta;
-// Restore stops the Server, calls RestoreMeta on its data directory and
-// starts a new Server with New, which loads the restored definitions and
-// applied index.
+// They map onto cluster.FSM (server/cluster_node.go's metaFSM) as follows:
+// ApplyBatch(entries) is ApplyCommitted per entry — the cluster's adapter
+// has already dropped the entries at or below AppliedIndex, and a
+// StorageError is its panic; Snapshot is SnapshotMeta behind a header
+// naming the node; Restore installs the snapshot into the running node
+// (apply_restore.go). RestoreMeta is for a stopped node (a backup put back
+// before New).
 
 // bucketState holds the node's apply state: applied_index, the last Raft
 // log index whose commands meta.db holds.

@@ -56,6 +56,8 @@ type clusterMember struct {
 	standaloneData bool
 	// firstBoot: meta.db was created by this start.
 	firstBoot bool
+	// restores counts the definitions snapshots installed (apply_restore.go).
+	restores atomic.Uint64
 }
 
 // applyResult is what the apply of one proposal gave on this node.
@@ -240,15 +242,14 @@ func (f metaFSM) ApplyBatch(entries []cluster.Entry) []error {
 
 func (f metaFSM) AppliedIndex() uint64 { return f.s.AppliedIndex() }
 
-func (f metaFSM) Snapshot(w io.Writer) error { return f.s.SnapshotMeta(w) }
+// Snapshot writes this node's definitions for a Raft snapshot
+// (apply_restore.go).
+func (f metaFSM) Snapshot(w io.Writer) error { return f.s.writeSnapshot(w) }
 
-// Restore would replace the definitions of a running node by a snapshot;
-// a running server cannot swap meta.db under its vhosts and queues yet, so
-// it refuses and Raft retries (the log is kept for TrailingLogs entries,
-// which a joiner normally replays instead).
-func (f metaFSM) Restore(r io.Reader) error {
-	return errors.New("server: installing a definitions snapshot into a running node is not supported yet; restart the node with an empty data directory to rejoin")
-}
+// Restore installs a snapshot into the running node: the difference
+// between its definitions and the snapshot's, applied as one batch
+// (apply_restore.go).
+func (f metaFSM) Restore(r io.Reader) error { return f.s.restoreSnapshot(r) }
 
 // applyEntry applies one committed entry and gives the proposer, when it
 // is this node, its local value.
