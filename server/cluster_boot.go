@@ -267,3 +267,57 @@ func (s *Server) definitionCommands() ([]Command, error) {
 	}
 	return cmds, nil
 }
+
+// ImportedDefinitionHashParameter is the global runtime parameter that
+// records the hash of the definitions imported at boot, as RabbitMQ's
+// rabbit_definitions_hashing stores it (imported_definition_hash_value)
+// when definitions.skip_if_unchanged is on.
+const ImportedDefinitionHashParameter = "imported_definition_hash_value"
+
+// ImportUnlessUnchanged runs the boot import imp unless the definitions
+// whose content hash is hash were imported already: the recorded hash (a
+// global parameter, so in a cluster every node shares it) is compared
+// first with this node's state, then, on a cluster member whose state may
+// be behind, after a barrier through the Raft log, so a node restarting
+// with the file the cluster imported earlier does not import it again and
+// undo the changes made since. After a successful import the hash is
+// recorded. It reports whether the import was skipped.
+func (s *Server) ImportUnlessUnchanged(hash string, imp func() error) (skipped bool, err error) {
+	if s.importedHash() == hash {
+		return true, nil
+	}
+	if s.cluster != nil {
+		if err := s.logBarrier(); err != nil {
+			return false, fmt.Errorf("reading whether the cluster imported these definitions already: %w", err)
+		}
+		if s.importedHash() == hash {
+			return true, nil
+		}
+	}
+	if err := imp(); err != nil {
+		return false, err
+	}
+	s.log.Info("hash value of imported definitions has changed", "hash", hash)
+	_, err = s.PutGlobalParameter(ImportedDefinitionHashParameter, hash)
+	return false, err
+}
+
+func (s *Server) importedHash() string {
+	p, err := s.GetGlobalParameter(ImportedDefinitionHashParameter)
+	if err != nil {
+		return ""
+	}
+	h, _ := p.Value.(string)
+	return h
+}
+
+// logBarrier returns once this node has applied every metadata entry
+// committed before it: an entry without commands, proposed and applied
+// like any other.
+func (s *Server) logBarrier() error {
+	if err := s.StartCluster(); err != nil {
+		return err
+	}
+	_, err := s.proposeCtx(context.Background())
+	return err
+}

@@ -93,9 +93,20 @@ func newClusterMember(cfg *Config) *clusterMember {
 	return &clusterMember{cfg: c, waiting: make(map[uint64]*applyResult)}
 }
 
-// startCluster starts the cluster node: its port, gossip, and the Raft
-// group whose FSM is this server's definitions. Raft replays the log
-// entries meta.db does not have before the node serves clients.
+// StartCluster starts the cluster node of a cluster member, if it is not
+// started yet: its port, gossip, and the Raft group whose FSM is this
+// server's definitions. Raft replays the log entries meta.db does not have
+// before the node serves clients. Start calls it; a caller that changes
+// definitions before Start (the load-definitions import) calls it first,
+// since a cluster member's changes are proposed through the node. A
+// standalone node has nothing to start.
+func (s *Server) StartCluster() error {
+	if s.cluster == nil || s.cluster.node != nil {
+		return nil
+	}
+	return s.startCluster()
+}
+
 func (s *Server) startCluster() error {
 	cm := s.cluster
 	node, err := cluster.New(&cm.cfg, metaFSM{s})
@@ -171,7 +182,11 @@ func (s *Server) proposeCtx(parent context.Context, cmds ...Command) (any, error
 	defer cancel()
 	result, err := cm.node.Propose(ctx, data)
 	if err != nil {
-		return nil, &ClusterUnavailableError{What: describeCommand(cmds[len(cmds)-1]), Timeout: cm.cfg.ProposeTimeout, Err: err}
+		what := "read the cluster's definitions" // a barrier: no commands
+		if len(cmds) > 0 {
+			what = describeCommand(cmds[len(cmds)-1])
+		}
+		return nil, &ClusterUnavailableError{What: what, Timeout: cm.cfg.ProposeTimeout, Err: err}
 	}
 	cm.mu.Lock()
 	got := *slot

@@ -256,12 +256,10 @@ func (s *Server) Start() error {
 	if err != nil {
 		return &ListenError{Field: "AMQPListen", Addr: s.cfg.AMQPListen, Err: err}
 	}
-	if s.cluster != nil {
-		// Before clients: Raft replays what meta.db does not have yet.
-		if err := s.startCluster(); err != nil {
-			ln.Close()
-			return err
-		}
+	// Before clients: Raft replays what meta.db does not have yet.
+	if err := s.StartCluster(); err != nil {
+		ln.Close()
+		return err
 	}
 	if s.cfg.AMQPSListen != "" {
 		tln, err := net.Listen("tcp", s.cfg.AMQPSListen)

@@ -58,6 +58,7 @@ var settings = []setting{
 	{"default-vhost", "/", "vhost created at start"},
 	{"vhosts", []string{}, "more vhosts created at start, comma-separated"},
 	{"load-definitions", "", "RabbitMQ definitions file, or directory of .json files, imported at every start before the listeners open"},
+	{"load-definitions-skip-if-unchanged", "auto", "skip the load-definitions import when the files' SHA-256 is the one imported last (RabbitMQ's definitions.skip_if_unchanged): true, false, or auto (true on a cluster node, false standalone)"},
 	{"default-user", "guest", "user created at start with full access to the default vhost"},
 	{"default-pass", "guest", "password of the default user"},
 	{"loopback-users", []string{"guest"}, "users that may only connect from loopback addresses"},

@@ -58,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		return 1
 	}
 	if path := v.GetString("load-definitions"); path != "" {
-		if err := loadDefinitions(srv, path); err != nil {
+		if err := loadDefinitions(srv, path, v.GetString("load-definitions-skip-if-unchanged"), cfg.Logger); err != nil {
 			fmt.Fprintf(stderr, "warren: %v\n", err)
 			srv.Close()
 			return 1
