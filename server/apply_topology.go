@@ -365,7 +365,7 @@ func (s *Server) prepareDeclareQueue(c DeclareQueue) (prepared, error) {
 		vh.mu.Unlock()
 		return noop, err
 	}
-	q.owner, q.ownerRef = owner, c.Owner
+	q.owner, q.ownerRef, q.instance = owner, c.Owner, c.Instance
 	setQuorumPlacement(q, c.Placement)
 	release := vh.reserveLocked(c.Name, true)
 	vh.mu.Unlock()
@@ -454,7 +454,7 @@ func (s *Server) prepareDeleteQueue(c DeleteQueue) (prepared, error) {
 	defer vh.mu.Unlock()
 	vh.waitIdleLocked(c.Name)
 	q := vh.queues[c.Name]
-	if q == nil || (c.Owner != nil && !sameOwner(q.ownerRef, c.Owner)) {
+	if q == nil || (c.Owner != nil && !sameOwner(q.ownerRef, c.Owner)) || (c.Instance != "" && c.Instance != q.instance) {
 		// RabbitMQ 3.x answers delete-ok with 0 for a queue that does not exist.
 		return prepared{install: func() (any, error) { return 0, nil }}, nil
 	}

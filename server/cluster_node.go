@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,6 +161,10 @@ func (s *Server) proposeCtx(parent context.Context, cmds ...Command) (any, error
 	cm := s.cluster
 	p := proposal{From: cm.cfg.NodeName, Seq: cm.seq.Add(1)}
 	for _, c := range cmds {
+		if d, ok := c.(DeclareQueue); ok && d.Instance == "" {
+			d.Instance = newQueueInstance()
+			c = d
+		}
 		raw, err := EncodeCommand(c)
 		if err != nil {
 			return nil, err
@@ -364,7 +370,7 @@ func (vh *Vhost) removeQueueInCluster(q *Queue, why string) {
 	if vh.queue(q.name) != q || !q.homedHere() {
 		return
 	}
-	if _, err := vh.srv.propose(DeleteQueue{Vhost: vh.name, Name: q.name, Owner: q.ownerRef}); err != nil {
+	if _, err := vh.srv.propose(DeleteQueue{Vhost: vh.name, Name: q.name, Owner: q.ownerRef, Instance: q.instance}); err != nil {
 		vh.log.Error("could not delete a queue", "queue", q.name, "reason", why, "err", err)
 	}
 }
@@ -458,11 +464,21 @@ func (s *Server) reapDeadQueues() {
 			if q.home == "" || !gone[q.home] || (q.durable && !q.exclusive) {
 				continue
 			}
-			if _, err := s.propose(DeleteQueue{Vhost: vh.name, Name: q.name, Owner: q.ownerRef}); err != nil {
+			if _, err := s.propose(DeleteQueue{Vhost: vh.name, Name: q.name, Owner: q.ownerRef, Instance: q.instance}); err != nil {
 				s.log.Warn("could not delete a queue of a node that is down", "vhost", vh.name, "queue", q.name, "node", q.home, "err", err)
 				return
 			}
 			s.log.Info("deleted a queue of a node that is down", "vhost", vh.name, "queue", q.name, "node", q.home)
 		}
 	}
+}
+
+// newQueueInstance is a fresh DeclareQueue.Instance: 64 random bits, so
+// incarnations differ across nodes and restarts without coordination.
+func newQueueInstance() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("server: reading random bytes: %v", err)) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
 }

@@ -154,6 +154,10 @@ type DeclareQueue struct {
 	// (quorumPlacement); nil for other queues, and for a quorum queue
 	// declared before placements (it gets one replica, on Node).
 	Placement *replica.Placement `json:"placement,omitempty"`
+	// Instance identifies this incarnation of the queue: a cluster member
+	// sets a random one when it proposes a new declare (an equivalent
+	// redeclare keeps the existing queue's). "" on a standalone node.
+	Instance string `json:"instance,omitempty"`
 }
 
 // DeleteQueue deletes a queue and every binding to it. IfUnused and
@@ -167,6 +171,11 @@ type DeleteQueue struct {
 	IfUnused bool      `json:"if_unused,omitempty"`
 	IfEmpty  bool      `json:"if_empty,omitempty"`
 	Owner    *OwnerRef `json:"owner,omitempty"`
+	// Instance, when set, deletes only that incarnation: a delete proposed
+	// by auto-delete, x-expires or a dead node's cleanup for a queue that
+	// was deleted and declared again before it committed leaves the new
+	// queue alone.
+	Instance string `json:"instance,omitempty"`
 }
 
 // Bind adds a binding; DestinationType is "queue" or "exchange". Durable

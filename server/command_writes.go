@@ -127,7 +127,7 @@ func (c DeclareQueue) writes(b *metaBatch) error {
 	if !c.Durable || c.Exclusive {
 		return nil
 	}
-	return b.put(bucketQueues, metaKey(c.Vhost, c.Name), metaQueue{Vhost: c.Vhost, Name: c.Name, AutoDelete: c.AutoDelete, Arguments: c.Arguments, Node: c.Node, Placement: c.Placement})
+	return b.put(bucketQueues, metaKey(c.Vhost, c.Name), metaQueue{Vhost: c.Vhost, Name: c.Name, AutoDelete: c.AutoDelete, Arguments: c.Arguments, Node: c.Node, Placement: c.Placement, Instance: c.Instance})
 }
 
 func (c DeleteQueue) writes(b *metaBatch) error {

@@ -109,6 +109,8 @@ type metaQueue struct {
 	Node string `json:"node,omitempty"`
 	// Placement is a quorum queue's (DeclareQueue.Placement).
 	Placement *replica.Placement `json:"placement,omitempty"`
+	// Instance is DeclareQueue.Instance.
+	Instance string `json:"instance,omitempty"`
 }
 
 type metaBinding struct {

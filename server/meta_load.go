@@ -131,6 +131,7 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 		return nil, aerr
 	}
 	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
+	q.instance = mq.Instance
 	setQuorumPlacement(q, mq.Placement)
 	if h, ok := q.quorumHandle(); ok && s.cluster != nil && mq.Placement != nil &&
 		mq.Placement.Leader == s.cfg.NodeName && len(mq.Placement.Replicas) > 1 {

@@ -33,6 +33,9 @@ type Queue struct {
 	owner *conn // the declaring connection of an exclusive queue, when it is on this node
 	// ownerRef names the owner of an exclusive queue (DeclareQueue.Owner).
 	ownerRef *OwnerRef
+	// instance tells this queue from an earlier or later one of the same
+	// name (DeclareQueue.Instance); "" on a standalone node.
+	instance string
 	// home is the node holding the queue's data when it is not this one
 	// (a cluster's queue declared on another node); "" is this node. Set
 	// before the queue is installed, never changed.
