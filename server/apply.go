@@ -181,7 +181,8 @@ func (s *Server) applyLocked(index uint64, cmds []Command) ([]any, []error, erro
 		}
 	}
 	if index != 0 {
-		if err := b.put(bucketState, keyAppliedIndex, appliedIndexRecord{Index: index}); err != nil {
+		seeded := s.seeded
+		if err := b.put(bucketState, keyAppliedIndex, appliedIndexRecord{Index: index, Seeded: &seeded}); err != nil {
 			return nil, nil, &StorageError{Err: err}
 		}
 	}

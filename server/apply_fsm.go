@@ -31,6 +31,16 @@ var (
 
 type appliedIndexRecord struct {
 	Index uint64 `json:"index"`
+	// Seeded says the log's seed entry (the cluster's first definitions,
+	// cluster_boot.go) was applied; absent in files from before it was
+	// recorded, whose first command entry was always the seed.
+	Seeded *bool `json:"seeded,omitempty"`
+}
+
+// appliedState is what the state bucket records.
+type appliedState struct {
+	index  uint64
+	seeded bool
 }
 
 // ApplyCommitted applies committed commands — those of the log entry at
@@ -84,7 +94,13 @@ func (s *Server) AppliedIndex() uint64 {
 
 // loadAppliedIndex reads applied_index from meta.db at start.
 func (m *metaStore) loadAppliedIndex() (uint64, error) {
-	var idx uint64
+	st, err := m.loadAppliedState()
+	return st.index, err
+}
+
+// loadAppliedState reads the applied index and the seeded mark.
+func (m *metaStore) loadAppliedState() (appliedState, error) {
+	var st appliedState
 	err := m.db.View(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucketState)
 		if bk == nil {
@@ -98,10 +114,14 @@ func (m *metaStore) loadAppliedIndex() (uint64, error) {
 		if err := decodeRecord(keyAppliedIndex, v, &r); err != nil {
 			return fmt.Errorf("%s %q: %w", bucketState, keyAppliedIndex, err)
 		}
-		idx = r.Index
+		st.index = r.Index
+		st.seeded = r.Index > 0
+		if r.Seeded != nil {
+			st.seeded = *r.Seeded
+		}
 		return nil
 	})
-	return idx, err
+	return st, err
 }
 
 // SnapshotMeta writes a consistent copy of meta.db to w (a bbolt read

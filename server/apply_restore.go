@@ -86,10 +86,11 @@ func (s *Server) restoreSnapshot(r io.Reader) error {
 			s.log.Warn("removing the restored definitions snapshot's file", "file", tmp, "err", err)
 		}
 	}()
-	index, err := target.loadAppliedIndex()
+	st, err := target.loadAppliedState()
 	if err != nil {
 		return fmt.Errorf("server: restoring a definitions snapshot: %w", err)
 	}
+	index := st.index
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if index <= s.appliedIndex {
@@ -101,6 +102,8 @@ func (s *Server) restoreSnapshot(r io.Reader) error {
 		return fmt.Errorf("server: restoring a definitions snapshot from %s: %w", hdr.Node, err)
 	}
 	start := time.Now()
+	// The seed entry is behind the snapshot: stored with its index.
+	s.seeded = s.seeded || st.seeded
 	_, errs, fatal := s.applyLocked(index, cmds)
 	if fatal != nil {
 		// Memory changed command by command: it is ahead of meta.db.

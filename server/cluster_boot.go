@@ -13,9 +13,11 @@ import (
 
 // Booting a cluster node. The configuration's definitions (the default
 // user and vhost, configured users and vhosts) are never applied locally:
-// the node that bootstraps the Raft group proposes them, once, as the first
-// entry after the bootstrap (the seed), and every other node gets them from
-// the log. A standalone node with data that becomes the first node of a
+// the leader of the new Raft group proposes them as the seed entry, and
+// every other node gets them from the log. Whether the seed was applied is
+// replicated state (the seeded mark beside applied_index), so a
+// bootstrapper killed between bootstrap and seed proposes it after its
+// restart, and a seed proposed twice applies once (seedLoop). A standalone node with data that becomes the first node of a
 // cluster (cluster-bootstrap-expect 1) puts all its definitions in the seed
 // too; applying them on itself changes nothing (every command is an
 // equivalent redeclare or a replace by the same value), and its queues keep
@@ -28,15 +30,14 @@ import (
 // own and could only join an existing cluster.
 var ErrOwnDefinitions = errors.New("server: this node has definitions of its own and cannot join a cluster")
 
-// seedRetry is how often the bootstrapper retries the seed entry while the
-// new cluster has no majority yet.
+// seedRetry is how often the leader retries the seed entry while the new
+// cluster has no majority yet.
 const seedRetry = 200 * time.Millisecond
 
 // prepareClusterBoot decides, before the cluster node starts, what this
 // start does with the node's own definitions.
 func (s *Server) prepareClusterBoot(firstBoot bool) error {
 	cm := s.cluster
-	cm.firstBoot = firstBoot
 	if hasRaftState(cm.cfg.DataDir) || firstBoot {
 		return nil // a member resuming its place, or an empty node
 	}
@@ -49,7 +50,8 @@ func (s *Server) prepareClusterBoot(firstBoot bool) error {
 			"start it with cluster-bootstrap-expect 1; to join it to an existing cluster, stop it and empty its "+
 			"data directory %s first (RabbitMQ: rabbitmqctl reset)", ErrOwnDefinitions, what, s.cfg.DataDir)
 	}
-	cm.standaloneData = true
+	// It may only become the first node of a cluster: its seed carries its
+	// definitions (seedCommands).
 	s.log.Info("standalone node with definitions becomes the first node of a cluster", "example", what)
 	return nil
 }
@@ -100,32 +102,19 @@ func (s *Server) ownDefinition() string {
 	return ""
 }
 
-// seedWhenBootstrapped waits until the node is in the Raft configuration;
-// if this process bootstrapped the group, it proposes the seed entry,
-// retrying until the new cluster has a majority or the server closes.
-func (s *Server) seedWhenBootstrapped() {
+// seedLoop proposes the seed — the cluster's first definitions — once this
+// node leads the metadata group and has not applied a seed entry; every
+// node runs it and stops when it has applied one (from the log or its
+// own). Deciding by the replicated seeded mark, not by which process
+// bootstrapped, closes the crash window between bootstrap and seed: a
+// bootstrapper killed before its seed committed, or a leader elected after
+// it died, proposes it on the next start or election. A seed entry after
+// the first is skipped when applied (applyCommittedBatch), so two seeds
+// racing cannot both apply.
+func (s *Server) seedLoop() {
 	node := s.cluster.node
 	t := time.NewTicker(seedRetry / 4)
 	defer t.Stop()
-	for {
-		st := node.Status()
-		if st.Bootstrapped {
-			break
-		}
-		if slices.Contains(st.Voters, st.Name) || slices.Contains(st.NonVoters, st.Name) {
-			return // resumed or joined: the definitions come from the log
-		}
-		select {
-		case <-s.quit:
-			return
-		case <-t.C:
-		}
-	}
-	cmds, err := s.seedCommands()
-	if err != nil {
-		s.log.Error("cannot build the cluster's first definitions", "err", err)
-		return
-	}
 	// Close waits for this goroutine: a proposal in flight ends with it.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -136,43 +125,63 @@ func (s *Server) seedWhenBootstrapped() {
 		case <-ctx.Done():
 		}
 	})
-	for {
-		_, err := s.proposeCtx(ctx, cmds...)
-		if err == nil || !errors.Is(err, ErrClusterUnavailable) {
-			if err != nil {
-				s.log.Warn("seed definitions partly refused", "err", err)
+	for !s.isSeeded() {
+		if node.IsLeader() {
+			if hook := testHookBeforeSeed; hook != nil && !hook(s) {
+				return
 			}
-			s.log.Info("cluster seeded with this node's definitions", "commands", len(cmds))
-			return
+			cmds, err := s.seedCommands()
+			if err != nil {
+				s.log.Error("cannot build the cluster's first definitions", "err", err)
+				return
+			}
+			_, err = s.proposeEntry(ctx, true, cmds)
+			if err == nil || !errors.Is(err, ErrClusterUnavailable) {
+				if err != nil {
+					s.log.Warn("seed definitions partly refused", "err", err)
+				}
+				s.log.Info("cluster seeded with this node's definitions", "commands", len(cmds))
+				return
+			}
 		}
 		select {
 		case <-s.quit:
 			return
-		case <-time.After(seedRetry):
+		case <-t.C:
 		}
 	}
 }
 
-// seedCommands are the first entry of a new cluster: the configuration's
-// definitions, then (for a standalone node with data) everything the node
-// has, which overrides the configuration's defaults as a restart of the
-// standalone node would.
+// testHookBeforeSeed, when set, runs before the leader proposes the seed;
+// false ends the seed loop there, as a crash between bootstrap and seed.
+var testHookBeforeSeed func(*Server) bool
+
+func (s *Server) isSeeded() bool {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return s.seeded
+}
+
+// seedCommands are the seed entry: the configuration's definitions as a
+// blank node's first boot makes them, then everything the node has (a
+// standalone node with data becoming the first node of a cluster; nothing
+// on a node whose definitions all come from the log), which overrides the
+// configuration's defaults as a restart of the standalone node would.
 func (s *Server) seedCommands() ([]Command, error) {
-	cmds := s.configCommands(s.cluster.firstBoot)
-	if s.cluster.standaloneData {
-		own, err := s.definitionCommands()
-		if err != nil {
-			return nil, err
-		}
-		cmds = append(cmds, own...)
+	cmds := s.configCommands(true)
+	own, err := s.definitionCommands()
+	if err != nil {
+		return nil, err
 	}
 	// The id a standalone node already has stays the cluster's (even
 	// when it has no other definitions to bring); else the cluster gets
-	// one now, made once, here, by the node that bootstrapped it.
+	// one now, made here by the leader that proposes the seed (a later seed
+	// entry is skipped whole, so only the first id counts).
 	id, _, err := s.clusterIDOrNew()
 	if err != nil {
 		return nil, err
 	}
+	cmds = append(cmds, own...)
 	return append(cmds, SetGlobalParameter{Name: internalClusterIDParam, Value: id}), nil
 }
 

@@ -52,12 +52,6 @@ type clusterMember struct {
 	mu      sync.Mutex
 	waiting map[uint64]*applyResult
 
-	// standaloneData is set when the node started with definitions of its
-	// own and no Raft state: it may only become the first node of a
-	// cluster, and then seeds the log with them (cluster_boot.go).
-	standaloneData bool
-	// firstBoot: meta.db was created by this start.
-	firstBoot bool
 	// restores counts the definitions snapshots installed (apply_restore.go).
 	restores atomic.Uint64
 }
@@ -76,6 +70,11 @@ type proposal struct {
 	From     string            `json:"from"`
 	Seq      uint64            `json:"seq"`
 	Commands []json.RawMessage `json:"commands"`
+	// Seed marks the cluster's first definitions (cluster_boot.go): applied
+	// only if no seed entry was before it, so a seed proposed twice (by a
+	// bootstrapper that crashed before it knew its seed committed) is
+	// applied once.
+	Seed bool `json:"seed,omitempty"`
 }
 
 func newClusterMember(cfg *Config) *clusterMember {
@@ -124,7 +123,7 @@ func (s *Server) startCluster() error {
 		return fmt.Errorf("server: serving queue replication: %w", err)
 	}
 	s.log.Info("cluster node started", "cluster_addr", node.Addr(), "cluster", cm.cfg.ClusterName)
-	s.goFunc(s.seedWhenBootstrapped)
+	s.goFunc(s.seedLoop)
 	s.goFunc(s.reapLoop)
 	return nil
 }
@@ -158,8 +157,13 @@ func (s *Server) propose(cmds ...Command) (any, error) {
 
 // proposeCtx is propose bounded by ctx as well as the propose timeout.
 func (s *Server) proposeCtx(parent context.Context, cmds ...Command) (any, error) {
+	return s.proposeEntry(parent, false, cmds)
+}
+
+// proposeEntry proposes cmds as one entry, a seed entry with seed.
+func (s *Server) proposeEntry(parent context.Context, seed bool, cmds []Command) (any, error) {
 	cm := s.cluster
-	p := proposal{From: cm.cfg.NodeName, Seq: cm.seq.Add(1)}
+	p := proposal{From: cm.cfg.NodeName, Seq: cm.seq.Add(1), Seed: seed}
 	for _, c := range cmds {
 		if d, ok := c.(DeclareQueue); ok && d.Instance == "" {
 			d.Instance = newQueueInstance()
@@ -292,7 +296,7 @@ func (s *Server) applyEntry(e cluster.Entry) error {
 		}
 		cmds = append(cmds, c)
 	}
-	vals, errs, fatal := s.applyCommittedBatch(e.Index, cmds)
+	vals, errs, fatal := s.applyCommittedBatch(e.Index, cmds, p.Seed)
 	if fatal != nil {
 		s.log.Error("cannot store a committed definition change; stopping the node", "index", e.Index, "err", fatal)
 		panic(fmt.Sprintf("server: applying metadata entry %d: %v", e.Index, fatal))
@@ -312,18 +316,26 @@ func (s *Server) applyEntry(e cluster.Entry) error {
 }
 
 // applyCommittedBatch is ApplyCommitted with decoded commands and their
-// local values. An entry at or below the applied index is skipped.
-func (s *Server) applyCommittedBatch(index uint64, cmds []Command) ([]any, []error, error) {
+// local values. An entry at or below the applied index is skipped, and so
+// are the commands of a seed entry after the first.
+func (s *Server) applyCommittedBatch(index uint64, cmds []Command, seed bool) ([]any, []error, error) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if index <= s.appliedIndex {
 		return make([]any, len(cmds)), make([]error, len(cmds)), nil
 	}
+	if seed {
+		if s.seeded {
+			vals, errs, fatal := s.applyLocked(index, nil)
+			return append(vals, make([]any, len(cmds))...), append(errs, make([]error, len(cmds))...), fatal
+		}
+		s.seeded = true // stored with this entry's index; a failure to store it is fatal
+	}
 	return s.applyLocked(index, cmds)
 }
 
 func (s *Server) recordIndexOnly(index uint64) {
-	if _, _, fatal := s.applyCommittedBatch(index, nil); fatal != nil {
+	if _, _, fatal := s.applyCommittedBatch(index, nil, false); fatal != nil {
 		panic(fmt.Sprintf("server: recording metadata index %d: %v", index, fatal))
 	}
 }

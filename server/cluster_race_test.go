@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -45,4 +46,68 @@ func TestClusterLateAutoDeleteLeavesRedeclaredQueue(t *testing.T) {
 			t.Fatalf("%s: the late delete of the first ad removed the redeclared one", n.name)
 		}
 	}
+}
+
+// TestClusterSeedAfterCrashBeforeSeed: a node that bootstrapped a cluster
+// and stopped before proposing its seed (the default user and vhost) had
+// left the cluster without them for good, since only the process that
+// bootstrapped proposed it. Now the leader proposes the seed whenever none
+// was applied, so the restarted node seeds it.
+func TestClusterSeedAfterCrashBeforeSeed(t *testing.T) {
+	reached := make(chan struct{}, 1)
+	testHookBeforeSeed = func(*Server) bool {
+		select {
+		case reached <- struct{}{}:
+		default:
+		}
+		return false
+	}
+	t.Cleanup(func() { testHookBeforeSeed = nil })
+	dir := t.TempDir()
+	n := startClusterNode(t, "warren@seed", dir, clusterTestConfig(1))
+	select {
+	case <-reached:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node never came to propose its seed")
+	}
+	must(t, n.Close())
+	if hasUser(n.Server, "guest") {
+		t.Fatal("the seed was applied before the crash point")
+	}
+	testHookBeforeSeed = nil
+	back := startClusterNode(t, "warren@seed", dir, n.cc)
+	waitFor(t, 20*time.Second, "the restarted bootstrapper to seed the cluster", func() bool {
+		return hasUser(back.Server, "guest") && back.Vhost("/") != nil
+	})
+}
+
+// TestClusterSecondSeedIsSkipped: a seed entry after the first (a
+// bootstrapper that proposed again, not knowing its first had committed)
+// changes nothing.
+func TestClusterSecondSeedIsSkipped(t *testing.T) {
+	nodes := startTestCluster(t, 3, 3)
+	before := userHash(t, nodes[0].Server, "guest")
+	if _, err := nodes[1].proposeEntry(context.Background(), true, []Command{
+		PutUser{Name: "guest", PasswordHash: HashPassword("other"), Tags: []string{"administrator"}},
+		DeclareVhost{Name: "second-seed"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		waitFor(t, 10*time.Second, n.name+" to apply the second seed", func() bool { return n.AppliedIndex() >= nodes[1].AppliedIndex() })
+		if userHash(t, n.Server, "guest") != before || n.Vhost("second-seed") != nil {
+			t.Fatalf("%s applied a second seed", n.name)
+		}
+	}
+}
+
+func userHash(t *testing.T, s *Server, name string) string {
+	t.Helper()
+	for _, u := range s.userHashes() {
+		if u.Name == name {
+			return u.PasswordHash
+		}
+	}
+	t.Fatalf("no user %s", name)
+	return ""
 }

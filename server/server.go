@@ -53,6 +53,9 @@ type Server struct {
 	// appliedIndex is the last Raft log index applied (ApplyCommitted),
 	// kept in meta.db with the definitions; guarded by applyMu.
 	appliedIndex uint64
+	// seeded: the metadata log's seed entry was applied (cluster_boot.go);
+	// kept in meta.db with appliedIndex; guarded by applyMu.
+	seeded bool
 	// cluster is the node's cluster membership; nil on a standalone node,
 	// whose apply takes the direct path (cluster_node.go).
 	cluster *clusterMember
@@ -141,7 +144,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.meta = meta
-		if s.appliedIndex, err = meta.loadAppliedIndex(); err != nil {
+		st, err := meta.loadAppliedState()
+		s.appliedIndex, s.seeded = st.index, st.seeded
+		if err != nil {
 			s.closeMeta()
 			return nil, fmt.Errorf("%w: %v", ErrMetaUnreadable, err)
 		}
