@@ -18,10 +18,17 @@ import (
 // caller as that sentinel; any other error as its message.
 type RPCHandler func(ctx context.Context, from string, payload []byte) ([]byte, error)
 
+// MaxRPCFrame bounds one rpc request or response: a message body of up
+// to 512 MiB (the broker's max-message-size ceiling, as RabbitMQ's) with
+// 1 MiB for everything around it, so the broker forwards any message it
+// accepts in one frame. A peer is authenticated before it may send one;
+// the reader allocates a frame's length only once its header is read.
+const MaxRPCFrame = 513 << 20
+
 const (
-	maxRPCFrame       = 16 << 20 // bound on one request or response
-	maxRPCConcurrency = 64       // requests served at once per connection
-	rpcWriteQueue     = 256      // frames waiting for a connection's writer
+	maxRPCFrame       = MaxRPCFrame
+	maxRPCConcurrency = 64  // requests served at once per connection
+	rpcWriteQueue     = 256 // frames waiting for a connection's writer
 	frameRequest      = 1
 	frameResponse     = 2
 )
@@ -394,6 +401,12 @@ func parseRequest(body []byte) (uint64, time.Time, string, []byte, error) {
 func writeFrame(w io.Writer, body []byte) error {
 	if len(body) > maxRPCFrame {
 		return fmt.Errorf("cluster: rpc frame of %d bytes exceeds %d", len(body), maxRPCFrame)
+	}
+	if len(body) > 1<<20 {
+		// Not copied: a large body goes after its header in one writev.
+		bufs := net.Buffers{binary.BigEndian.AppendUint32(nil, uint32(len(body))), body}
+		_, err := bufs.WriteTo(w)
+		return err
 	}
 	buf := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
 	_, err := w.Write(append(buf, body...))

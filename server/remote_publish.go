@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/warrenmq/warren/cluster"
 )
 
 // A homeLink forwards one node's publishes and settlements to one home
@@ -55,10 +57,12 @@ const (
 	linkMaxBatch   = 2048
 	linkMaxBytes   = 8 << 20
 	linkKeepFailed = 1 << 16 // failed tokens remembered for late whenDurable calls
-	// maxForwardedBody is the largest body one rpc frame carries (the
-	// cluster's rpc frames are bounded at 16 MiB); a larger message is not
-	// forwarded and its publish is nacked.
-	maxForwardedBody = 15 << 20
+	// maxForwardedBody is the largest body one rpc frame carries, with
+	// 1 MiB for the properties and names around it: every body
+	// max-message-size allows (at most 512 MiB), so a forwarded publish,
+	// delivery or get is never refused for its size. A batch holding one
+	// is that body alone (the window above counts bytes).
+	maxForwardedBody = cluster.MaxRPCFrame - 1<<20
 )
 
 func newHomeLink(r *remoteQueues, home string) *homeLink {
