@@ -96,6 +96,12 @@ func (vh *Vhost) declareExchange(m *amqp.ExchangeDeclare) *amqp.Error {
 	ex := vh.exchange(m.Exchange)
 	if m.Passive {
 		if ex == nil {
+			if err := vh.catchUp(methodExchangeDeclare); err != nil {
+				return err
+			}
+			ex = vh.exchange(m.Exchange)
+		}
+		if ex == nil {
 			return amqp.NewError(amqp.NotFound, methodExchangeDeclare, "no %s", describeExchange(m.Exchange, vh.name))
 		}
 		return nil
@@ -258,6 +264,17 @@ func (vh *Vhost) checkBindEnds(c *conn, method uint32, queue, exchange string) *
 	if exchange == "" {
 		return amqp.NewError(amqp.AccessRefused, method, "operation not permitted on the default exchange")
 	}
+	err := vh.checkBindEndsOnce(c, method, queue, exchange)
+	if err != nil && err.Code == amqp.NotFound {
+		if cerr := vh.catchUp(method); cerr != nil {
+			return cerr
+		}
+		err = vh.checkBindEndsOnce(c, method, queue, exchange)
+	}
+	return err
+}
+
+func (vh *Vhost) checkBindEndsOnce(c *conn, method uint32, queue, exchange string) *amqp.Error {
 	vh.mu.RLock()
 	defer vh.mu.RUnlock()
 	q := vh.queues[queue]
@@ -399,6 +416,12 @@ func (vh *Vhost) applyQueueDeclare(c *conn, m *amqp.QueueDeclare, name string) (
 	q = vh.queue(name)
 	if m.Passive {
 		if q == nil {
+			if err := vh.catchUp(methodQueueDeclare); err != nil {
+				return nil, false, err
+			}
+			q = vh.queue(name)
+		}
+		if q == nil {
 			return nil, false, amqp.NewError(amqp.NotFound, methodQueueDeclare, "no %s", describeQueue(name, vh.name))
 		}
 		return q, false, checkExclusive(c, q, methodQueueDeclare)
@@ -473,6 +496,12 @@ func (vh *Vhost) installQueueLocked(q *Queue) {
 // deleteQueue implements queue.delete and returns the ready messages dropped.
 func (vh *Vhost) deleteQueue(c *conn, name string, ifUnused, ifEmpty bool) (int, *amqp.Error) {
 	q := vh.queue(name)
+	if q == nil {
+		if err := vh.catchUp(methodQueueDelete); err != nil {
+			return 0, err
+		}
+		q = vh.queue(name)
+	}
 	if q == nil {
 		// RabbitMQ 3.x answers delete-ok with 0 for a queue that does not exist.
 		return 0, nil
@@ -612,4 +641,19 @@ func configureExchangeDedup(ex *Exchange, vhost string) *amqp.Error {
 	}
 	ex.dedup = newDedupCache(size, ttl)
 	return nil
+}
+
+// catchUp makes a cluster member apply every definition change committed
+// before it (a barrier through the metadata log) before it answers from
+// its own definitions that something is missing: without it a node behind
+// the log would answer 404 for a queue another node declared and
+// answered before this request began (or delete-ok for one it has not
+// seen), which is not linearizable. Only the not-found answers wait; what
+// the node has it answers at once. A standalone node has nothing to
+// catch up with.
+func (vh *Vhost) catchUp(method uint32) *amqp.Error {
+	if vh.srv.cluster == nil {
+		return nil
+	}
+	return asAMQP(vh.srv.logBarrier(), method)
 }
