@@ -58,15 +58,19 @@
 //   - In a cluster (Config.Cluster; cluster_node.go, cluster_boot.go) every
 //     command is proposed to the metadata Raft group of package cluster and
 //     applied, committed, by every node through the same apply; the caller
-//     is answered once its node applied it. Not yet: installing a Raft
-//     snapshot into a running node (metaFSM.Restore refuses, so a node that
-//     falls behind the leader's trailing log must be wiped and rejoin),
-//     serving streams homed on other nodes (unservedQueue refuses; classic
-//     queues are served through the remote-queue proxy, remote*.go), the
-//     configuration's users and vhosts on a restart of a cluster node (only
-//     the bootstrapping node's first start proposes them), and a guard
-//     against an auto-delete or x-expires delete racing a redeclare of the
-//     same name between its check and its commit.
+//     is answered once its node applied it; a node that has to answer that
+//     something is missing first catches up through a barrier entry
+//     (Vhost.catchUp), so those answers are linearizable too. A Raft
+//     snapshot is installed into a running node as the difference to its
+//     definitions (apply_restore.go). The seed (the configuration's
+//     definitions) is proposed by the leader while no seed was applied;
+//     a restart does not propose the configuration again (cluster_boot.go).
+//     Deletes by auto-delete, x-expires and a dead node's cleanup name the
+//     queue's instance, so a late one leaves a queue declared again. Not
+//     yet: serving streams homed on other nodes (unservedQueue refuses;
+//     classic queues are served through the remote-queue proxy, remote*.go),
+//     and transient definitions in snapshots (a node that missed them lacks
+//     them, as after its restart).
 //
 // Quorum queues (x-queue-type quorum; quorum_*.go) keep their messages in a
 // replicated log (package cluster/replica): a publish is confirmed once its
