@@ -74,7 +74,7 @@ func (n *Node) applyLocal(ctx context.Context, data []byte) (uint64, error, erro
 	// The future's wait itself ends at the latest when this leader,
 	// without majority contact, steps down after LeaderLeaseTimeout.
 	f := n.raft.Apply(data, wait)
-	err := f.Error()
+	err := n.futureError(ctx, f)
 	switch {
 	case err == nil:
 		result, _ := f.Response().(error)
@@ -180,5 +180,25 @@ func (n *Node) waitLeaderChange(ctx context.Context, old raft.ServerAddress) err
 		if addr != "" && time.Since(start) > n.cfg.HeartbeatTimeout {
 			return nil
 		}
+	}
+}
+
+// futureError waits for f, or until ctx ends (the outcome is then unknown:
+// ErrNoQuorum) or the node stops (ErrShutdown). With BatchApplyCh a future
+// still in raft's buffered apply channel when raft shuts down is never
+// answered, and a forwarded proposal waiting for it would keep the rpc
+// handler, and so Shutdown, waiting for ever. The goroutine reading such a
+// future stays blocked on it: at most the apply channel's buffer of them,
+// each left by a proposal cut off by a shutdown.
+func (n *Node) futureError(ctx context.Context, f raft.ApplyFuture) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %v", ErrNoQuorum, ctx.Err())
+	case <-n.stop:
+		return raft.ErrRaftShutdown
 	}
 }
