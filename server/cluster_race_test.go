@@ -37,11 +37,18 @@ func TestClusterLateAutoDeleteLeavesRedeclaredQueue(t *testing.T) {
 	if second.instance == first.instance {
 		t.Fatal("the redeclared queue has the first one's instance")
 	}
+	for _, n := range nodes {
+		waitFor(t, 10*time.Second, n.name+" to have the redeclared ad", func() bool {
+			q := n.Vhost("/").queue("ad")
+			return q != nil && q.instance == second.instance
+		})
+	}
 	// What removeQueueInCluster proposed for the first queue, late.
 	if _, err := a.propose(DeleteQueue{Vhost: "/", Name: "ad", Owner: first.ownerRef, Instance: first.instance}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
+		waitFor(t, 10*time.Second, n.name+" to apply the late delete", func() bool { return n.AppliedIndex() >= a.AppliedIndex() })
 		if q := n.Vhost("/").queue("ad"); q == nil || q.instance != second.instance {
 			t.Fatalf("%s: the late delete of the first ad removed the redeclared one", n.name)
 		}
