@@ -20,6 +20,46 @@ func (a *API) healthSingleNode(rq *request) error {
 	return nil
 }
 
+// healthQuorumCritical fails, as 3.10's node-is-quorum-critical, when a
+// quorum queue with a member here would lose its majority if this node
+// stopped.
+func (a *API) healthQuorumCritical(rq *request) error {
+	if !a.srv.Clustered() {
+		return a.healthSingleNode(rq)
+	}
+	if qs := a.srv.QuorumCritical(); len(qs) > 0 {
+		return healthFailed(rq, map[string]any{
+			"reason": "There are quorum queues that would lose their quorum if the target node is shut down",
+			"queues": criticalQueuesJSON(qs)})
+	}
+	return a.healthOK(rq)
+}
+
+// healthMirrorSyncCritical fails, as 3.10's node-is-mirror-sync-critical,
+// when a mirrored classic queue led here has no synchronised mirror online.
+func (a *API) healthMirrorSyncCritical(rq *request) error {
+	if !a.srv.Clustered() {
+		return a.healthSingleNode(rq)
+	}
+	if qs := a.srv.MirrorSyncCritical(); len(qs) > 0 {
+		return healthFailed(rq, map[string]any{
+			"reason": "There are classic mirrored queues without online synchronised mirrors",
+			"queues": criticalQueuesJSON(qs)})
+	}
+	return a.healthOK(rq)
+}
+
+// criticalQueuesJSON is 3.10's *_for_cli list: readable_name, name,
+// virtual_host and type of each queue.
+func criticalQueuesJSON(qs []server.ReplicatedQueue) []any {
+	out := make([]any, 0, len(qs))
+	for _, q := range qs {
+		out = append(out, map[string]any{"readable_name": "queue '" + q.Name + "' in vhost '" + q.Vhost + "'",
+			"name": q.Name, "virtual_host": q.Vhost, "type": q.Type})
+	}
+	return out
+}
+
 // healthAlarms is alarms (the cluster's, as gossip last told them) or,
 // with local, local-alarms (this node's), with 3.10's reasons.
 func (a *API) healthAlarms(local bool) handlerFunc {

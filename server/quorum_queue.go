@@ -289,6 +289,7 @@ func (h *quorumQueue) Committed(hw uint64) {
 		h.rejected[off] = true
 	}
 	keep := h.waits[:0]
+	now := time.Now()
 	for _, w := range h.waits {
 		switch {
 		case w.off > hw:
@@ -298,6 +299,7 @@ func (h *quorumQueue) Committed(hw uint64) {
 			nack = append(nack, w.c)
 		default:
 			ok = append(ok, w.c)
+			h.q.vhost.srv.commitLatency.observe(now.Sub(w.at))
 		}
 	}
 	clear(h.waits[len(keep):])

@@ -38,6 +38,8 @@ type Server struct {
 	remote *remoteQueues
 	// replicas runs this node's replicas of quorum queues (quorum_replicas.go).
 	replicas replica.Manager
+	// commitLatency times quorum queue confirms (quorum_status.go).
+	commitLatency commitLatency
 
 	mu     sync.RWMutex
 	vhosts map[string]*Vhost
