@@ -19,6 +19,9 @@ type ReplicatedQueue struct {
 	// members this node sees up.
 	Leader               string
 	Members, ISR, Online []string
+	// Elections is the number of leader elections the placement went
+	// through: its epoch grows by one with each, from 1 at declare.
+	Elections uint64
 	// Local is set when this node holds a replica; the fields below are
 	// its replica's and zero otherwise.
 	Local   bool
@@ -67,6 +70,9 @@ func (h *quorumQueue) replicatedStatus(s *Server, vhost, name string) Replicated
 	h.mu.Unlock()
 	rq := ReplicatedQueue{Vhost: vhost, Name: name, Type: h.typeName(), Leader: p.Leader,
 		Members: slices.Clone(p.Replicas), ISR: slices.Clone(p.ISR), Online: s.onlineNodes(p.Replicas)}
+	if p.Epoch > 1 {
+		rq.Elections = p.Epoch - 1
+	}
 	if r == nil {
 		return rq
 	}

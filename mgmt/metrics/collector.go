@@ -190,16 +190,20 @@ type collector struct {
 	opts     Options
 	endpoint endpoint
 	descs    *descs
+	quorum   *quorumDescs
 	tally    *tally // shared by the endpoints of one Handler
 }
 
 func newCollector(s *server.Server, opts Options, e endpoint, t *tally) *collector {
-	return &collector{srv: s, opts: opts, endpoint: e, descs: newDescs(e), tally: t}
+	return &collector{srv: s, opts: opts, endpoint: e, descs: newDescs(e), quorum: newQuorumDescs(e), tally: t}
 }
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs.all() {
+		ch <- d
+	}
+	for _, d := range c.quorum.all() {
 		ch <- d
 	}
 }
@@ -227,6 +231,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emitRow(e, ds.channelQueue, channelQueueDefs, queueValues)
 
 	c.collectNode(e, &snap)
+	c.collectQuorum(e)
 	if c.endpoint == perObject {
 		c.collectPerObject(e, &snap)
 	} else {
