@@ -14,6 +14,20 @@ import {
 
 const rate = (key) => (q) => fmtRate(q.message_stats && q.message_stats[key + '_details'] ? q.message_stats[key + '_details'].rate : undefined);
 
+// members is a replicated queue's member list, [] for other queues.
+const members = (q) => (Array.isArray(q.members) ? q.members : []);
+
+// nodeCell is the queue's node (a quorum queue's leader), with "+N" for
+// its other members as RabbitMQ's list shows them.
+function nodeCell(q) {
+  const others = members(q).filter((n) => n !== q.node);
+  if (others.length === 0) {
+    return q.node || '–';
+  }
+  return h('span', null, q.node || '–', ' ',
+    h('abbr', {class: 'muted', title: 'Members: ' + members(q).join(', ')}, '+' + others.length));
+}
+
 function columns(allVhosts) {
   const cols = [];
   cols.push({label: 'Name', sort: 'name', render: (q) => link(q.name, route('queues', q.vhost, q.name))});
@@ -22,6 +36,7 @@ function columns(allVhosts) {
   }
   cols.push(
     {label: 'Type', sort: 'type', render: (q) => q.type || 'classic'},
+    {label: 'Node', sort: 'node', render: nodeCell},
     {label: 'Features', render: features},
     {label: 'Policy', sort: 'policy', render: (q) => q.policy || ''},
     {label: 'State', sort: 'state', render: (q) => h('span', {class: 'state state-' + (q.state || 'unknown')}, q.state || '–')},
@@ -91,7 +106,12 @@ function queueDetails(q) {
     ['Features', [q.durable ? 'durable' : 'transient', q.auto_delete ? 'auto-delete' : null, q.exclusive ? 'exclusive' : null]
       .filter((x) => x).join(', ')],
     ['State', q.state],
-    ['Node', q.node],
+    // A quorum queue shows its replicas as RabbitMQ's page does: leader,
+    // the members online, all members; other queues their node.
+    q.leader === undefined ? ['Node', q.node] : null,
+    q.leader === undefined ? null : ['Leader', q.leader],
+    q.leader === undefined ? null : ['Online', (Array.isArray(q.online) ? q.online : []).join(', ')],
+    q.leader === undefined ? null : ['Members', members(q).join(', ')],
     ['Consumers', fmtInt(q.consumers)],
     ['Consumer capacity', typeof q.consumer_capacity === 'number' ? Math.round(q.consumer_capacity * 100) + '%'
       : (typeof q.consumer_utilisation === 'number' ? Math.round(q.consumer_utilisation * 100) + '%' : null)],
