@@ -52,6 +52,10 @@ func TestClusterQuorumCriticalHealthCheck(t *testing.T) {
 	if v, _ := f.find("warren_quorum_queue_leader", q); v != 1 {
 		t.Errorf("leader gauge on the leader: %v", v)
 	}
+	mf := scrapeMetrics(t, envs[1], "/metrics/per-object")
+	if v, ok := mf.find("warren_quorum_queue_leader", q); !ok || v != 0 {
+		t.Errorf("leader gauge on a mirror: %v %v", v, ok)
+	}
 
 	envs[0].srv.Close()
 	want := map[string]any{"status": "failed",

@@ -339,8 +339,7 @@ func (c *collector) collectPerObject(e emitter, snap *server.MetricsSnapshot) {
 	for i := range snap.Queues {
 		q := &snap.Queues[i]
 		vhost, name := labelValue(q.Vhost), labelValue(q.Name)
-		// A single node leads every classic queue it hosts.
-		e.gauge(ds.queueInfo, 1, vhost, name, queueTypeClassic, "leader")
+		e.gauge(ds.queueInfo, 1, vhost, name, queueTypeLabel(q), membership(q, c.srv.NodeName()))
 		e.gauge(ds.queueReady, float64(q.Ready), vhost, name)
 		e.gauge(ds.queueUnacked, float64(q.Unacked), vhost, name)
 		e.gauge(ds.queueMessages, float64(q.Ready+q.Unacked), vhost, name)
@@ -362,6 +361,29 @@ func (c *collector) collectPerObject(e emitter, snap *server.MetricsSnapshot) {
 		e.counter(ds.connIncomingBytes, conn.RecvOct, name)
 		e.counter(ds.connOutgoingBytes, conn.SendOct, name)
 	}
+}
+
+// queueTypeLabel is RabbitMQ's module name for a queue's type (its
+// x-queue-type, as the management API reads it), the queue_type label.
+func queueTypeLabel(q *server.QueueMetrics) string {
+	t, _ := q.Arguments["x-queue-type"].(string)
+	switch t {
+	case "quorum":
+		return "rabbit_quorum_queue"
+	case "stream":
+		return "rabbit_stream_queue"
+	}
+	return queueTypeClassic
+}
+
+// membership is this node's role for the queue in queue_info: a
+// replicated queue's leader or follower; a node leads the other queues it
+// reports.
+func membership(q *server.QueueMetrics, node string) string {
+	if q.Leader == "" || q.Leader == node {
+		return "leader"
+	}
+	return "follower"
 }
 
 // emitter sends const metrics to a scrape.

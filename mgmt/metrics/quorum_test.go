@@ -49,6 +49,7 @@ func TestMetricsQuorumQueue(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
+	f.get(t, "rabbitmq_queue_info", map[string]string{"vhost": "/", "queue": "qq", "queue_type": "rabbit_quorum_queue", "membership": "leader"})
 	// The epoch-start record and the 50 enqueues at least.
 	if got := f.get(t, "rabbitmq_raft_log_commit_index", q); got < n+1 {
 		t.Errorf("commit index %v, want >= %d", got, n+1)
