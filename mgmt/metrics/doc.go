@@ -58,11 +58,18 @@
 //     histogram, auth
 //     attempts, the transaction gauges of channel_metrics
 //     (channel_messages_uncommitted, channel_acks_uncommitted), Erlang's
-//     reductions and the io_*, raft_* and schema_db_* families; in
+//     reductions and the io_* and schema_db_* families, of the raft_*
+//     families raft_log_snapshot_index, raft_log_last_applied_index and
+//     raft_entry_commit_latency_seconds (quorum.go has the others, with
+//     Warren's warren_quorum_* families for leadership, membership,
+//     replication lag, elections and a commit latency histogram); in
 //     /metrics/detailed the groups channel_exchange_metrics,
 //     channel_queue_metrics and channel_queue_exchange_metrics (Warren counts
 //     per channel, not per channel and exchange or queue), node_*,
 //     ra_metrics, auth_attempt_* and the rabbitmq_cluster_* groups.
+//   - The aggregated raft_* families are sums over this node's replicas, as
+//     RabbitMQ's are, so rabbitmq_raft_term_total drops when a quorum queue
+//     is deleted (the one node-wide counter that may).
 //   - The aggregated channel families (rabbitmq_channel_messages_*_total,
 //     rabbitmq_channel_get_*_total) keep closed channels' counts and never go
 //     down; RabbitMQ's drop when its stats GC removes a closed channel's rows.
