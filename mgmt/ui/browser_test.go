@@ -66,6 +66,12 @@ func newSessionWith(t *testing.T, startHash string, wire func(*mgmt.Config, *ser
 		t.Skipf("browser test needs %s (apt-get install chromium): %v", chromiumPath, err)
 	}
 	srv, amqpURL := startBroker(t)
+	return openSession(t, srv, amqpURL, startHash, wire)
+}
+
+// openSession is newSessionWith on a broker the test started.
+func openSession(t *testing.T, srv *server.Server, amqpURL, startHash string, wire func(*mgmt.Config, *server.Server)) *session {
+	t.Helper()
 	s := &session{t: t, base: startMgmt(t, srv, wire), amqpURL: amqpURL}
 	s.ctx, s.problems = browser(t)
 	t.Cleanup(func() {

@@ -1,10 +1,20 @@
 package ui_test
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/hashicorp/memberlist"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/server"
 )
 
 // TestUIBrowserQuorumQueue declares a quorum queue with the UI's form; the
@@ -61,4 +71,93 @@ func TestUIBrowserQuorumQueue(t *testing.T) {
 		t.Errorf("a quorum queue's page shows Node %q; RabbitMQ's shows its leader and members", got)
 	}
 	s.screenshot("quorum-queue.png")
+}
+
+// startClusterBrokers starts three brokers as one in-process cluster with
+// timings short enough for a loaded machine, and returns them once the
+// first sees all three alive and guest can log in to it.
+func startClusterBrokers(t *testing.T) []*server.Server {
+	t.Helper()
+	srvs := make([]*server.Server, 3)
+	var seed string
+	for i := range srvs {
+		c := cluster.DefaultConfig()
+		c.BindAddr, c.Secret, c.ClusterName = "127.0.0.1:0", "a ui cluster test secret", "ui-test"
+		c.BootstrapExpect = 3
+		if i > 0 {
+			c.Seeds = []string{seed}
+		}
+		c.HeartbeatTimeout, c.ElectionTimeout = 500*time.Millisecond, 500*time.Millisecond
+		c.LeaderLeaseTimeout, c.CommitTimeout = 250*time.Millisecond, 10*time.Millisecond
+		c.ReconnectInterval, c.PromoteAfter, c.ReconcileInterval = 500*time.Millisecond, 500*time.Millisecond, 100*time.Millisecond
+		g := memberlist.DefaultLocalConfig()
+		g.ProbeInterval, g.ProbeTimeout, g.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+		c.Gossip = g
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg := server.DefaultConfig()
+		cfg.AMQPListen, cfg.DataDir, cfg.MemoryHighWatermark = "127.0.0.1:0", t.TempDir(), 0
+		cfg.NodeName, cfg.Cluster = fmt.Sprintf("warren@u%d", i+1), c
+		cfg.Logger = c.Logger
+		srv, err := server.New(cfg)
+		if err != nil {
+			t.Fatalf("server.New: %v", err)
+		}
+		if err := srv.Start(); err != nil {
+			t.Fatalf("server.Start: %v", err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		srvs[i] = srv
+		if i == 0 {
+			seed = srv.ClusterNode().Addr()
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		alive := 0
+		for _, m := range srvs[0].ClusterNode().Members() {
+			if m.State == cluster.StateAlive {
+				alive++
+			}
+		}
+		conn, err := amqp.Dial("amqp://guest:guest@" + srvs[0].Addr().String() + "/")
+		if err == nil {
+			conn.Close()
+			if alive == 3 {
+				return srvs
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not formed: %d alive, login: %v", alive, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestUIBrowserQuorumQueueCluster: a quorum queue on three nodes is listed
+// with its leader and "+2" (its members in the title), and its page shows
+// all three members, online.
+func TestUIBrowserQuorumQueueCluster(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("browser test needs %s: %v", chromiumPath, err)
+	}
+	srvs := startClusterBrokers(t)
+	amqpURL := "amqp://guest:guest@" + srvs[0].Addr().String() + "/"
+	s := openSession(t, srvs[0], amqpURL, "#/queues", nil)
+	s.do("declare quorum queue",
+		chromedp.SetValue(field("Add a queue", "Type"), "quorum"),
+		chromedp.SendKeys(field("Add a queue", "Name"), "ui-cq3"),
+		chromedp.Click(submit("Add a queue")))
+	s.formOK("declare quorum queue", "Add a queue", `Queue "ui-cq3" declared.`)
+	const all = "warren@u1, warren@u2, warren@u3"
+	s.wait("leader and two more members listed", `(() => {
+		const row = document.querySelector('table.list tbody tr[data-key="//ui-cq3"]');
+		const abbr = row && row.querySelector('abbr');
+		return !!abbr && row.textContent.includes('warren@u1 +2') && abbr.title === 'Members: `+all+`';
+	})()`)
+	s.click("open the queue", `a[href="#/queues/%2F/ui-cq3"]`)
+	s.wait("members and online on the page", `(() => {
+		const dd = (term) => { const dt = [...document.querySelectorAll('main dl.details dt')].find((d) => d.textContent === term); return dt ? dt.nextElementSibling.textContent : ''; };
+		return dd('Leader') === 'warren@u1' && dd('Members') === '`+all+`' && dd('Online') === '`+all+`';
+	})()`)
+	s.screenshot("quorum-queue-cluster.png")
 }
