@@ -456,7 +456,7 @@ func checkEveryPage(s *session) {
 		"overview": "Overview", "connections": "Connections", "channels": "Channels", "exchanges": "Exchanges",
 		"queues": "Queues", "users": "Users", "vhosts": "Virtual hosts", "permissions": "Permissions",
 		"policies": "Policies", "definitions": "Definitions", "limits": "Limits", "feature-flags": "Feature flags",
-		"parameters": "Parameters",
+		"parameters": "Parameters", "shovels": "Shovels", "federation": "Federation",
 	}
 	var navLinks []string
 	if err := json.Unmarshal([]byte(s.eval(`JSON.stringify([...document.querySelectorAll('#nav-list a')].map((a) => a.getAttribute('href')))`)), &navLinks); err != nil {
