@@ -120,6 +120,9 @@ type quorumQueue struct {
 	// starting is set while a cluster node that started as this queue's
 	// leader waits to learn whether it still is (quorum_roles.go).
 	starting bool
+	// mirrored: a classic queue mirrored by an ha policy (mirror.go), with
+	// the classic type's name and delete rules. Fixed at creation.
+	mirrored bool
 }
 
 type quorumPending struct {
@@ -145,7 +148,12 @@ func standalonePlacement(node string) replica.Placement {
 // takesStoredCopy is false: the message's copy is the log's ENQ record.
 func (*quorumQueue) takesStoredCopy(*Message) bool { return false }
 
-func (*quorumQueue) typeName() string { return "quorum" }
+func (h *quorumQueue) typeName() string {
+	if h.mirrored {
+		return "classic"
+	}
+	return "quorum"
+}
 
 // hasFiles: a quorum queue always has its log (in memory without a data
 // directory).
@@ -481,6 +489,10 @@ func (h *quorumQueue) purge(method uint32) (int, *amqp.Error) {
 }
 
 func (h *quorumQueue) deletable(ifUnused, ifEmpty bool) *amqp.Error {
+	if h.mirrored {
+		ready, consumers := h.counts() // the leader's, through the proxy elsewhere
+		return classicDeletable(h.q, ready, consumers, ifUnused, ifEmpty)
+	}
 	return quorumDeletable(h.q, ifUnused, ifEmpty)
 }
 
