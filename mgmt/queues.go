@@ -39,6 +39,18 @@ func putQuorumJSON(m map[string]any, info server.QueueInfo) {
 	if info.Leader == "" {
 		return
 	}
+	if info.Mirrored {
+		// A mirrored classic queue, in RabbitMQ's classic fields.
+		m["node"] = info.Leader
+		slaves := []string{}
+		for _, n := range info.Members {
+			if n != info.Leader {
+				slaves = append(slaves, n)
+			}
+		}
+		m["slave_nodes"], m["synchronised_slave_nodes"] = slaves, info.SyncedMirrors
+		return
+	}
 	m["leader"], m["node"] = info.Leader, info.Leader
 	m["members"], m["online"] = info.Members, info.Online
 	if info.Online == nil {
@@ -114,6 +126,12 @@ func (a *API) queueJSON(q *server.Queue, q0 sampleQuery) map[string]any {
 	}
 	putStreamJSON(m, q)
 	putQuorumJSON(m, st.QueueInfo)
+	if _, ha := st.EffectivePolicy["ha-mode"]; ha && !st.Mirrored && st.Type == "classic" {
+		// An ha policy on a standalone node, or on a queue it cannot
+		// mirror (exclusive, non-durable, declared before the policy):
+		// one copy, and the API says so.
+		m["slave_nodes"], m["synchronised_slave_nodes"] = []string{}, []string{}
+	}
 	return m
 }
 

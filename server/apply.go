@@ -242,7 +242,7 @@ func (s *Server) prepare(c Command) (prepared, error) {
 		return s.prepareBind(c)
 	case Unbind:
 		return s.prepareUnbind(c)
-	case AlterQueueISR, ElectQueueLeader:
+	case AlterQueueISR, ElectQueueLeader, ChangeQueueReplicas:
 		return s.prepareQuorumPlacement(c)
 	}
 	return prepared{records: []Command{c}, install: func() (any, error) { return nil, s.applyMemory(c) }}, nil

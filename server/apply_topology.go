@@ -373,7 +373,7 @@ func (s *Server) prepareDeclareQueue(c DeclareQueue) (prepared, error) {
 		hook(q)
 	}
 	home := s.queueHome(c.Node)
-	if q.quorum {
+	if q.replicated {
 		home = localHome{s} // every node: its replica, or a proxy (quorumQueue.openFiles)
 	}
 	if err := home.create(q); err != nil {
@@ -414,6 +414,7 @@ func (vh *Vhost) newQueueLocked(c DeclareQueue, args amqp.Table) (*Queue, *amqp.
 		return nil, aerr
 	}
 	qa = vh.policyQueueArgs(c.Name, args, qa)
+	qa.mirrored = c.Placement != nil && qa.quorum == nil && qa.stream == nil
 	m := &amqp.QueueDeclare{Queue: c.Name, Durable: c.Durable, Exclusive: c.Exclusive, AutoDelete: c.AutoDelete, Arguments: args}
 	if err := kindOf(&qa).checkDeclare(vh, c.Name, m, &qa); err != nil {
 		return nil, err

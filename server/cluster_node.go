@@ -432,6 +432,7 @@ func (s *Server) reapLoop() {
 		if s.cluster.node.IsLeader() {
 			s.reapDeadQueues()
 			s.electQuorumLeaders()
+			s.reconcileMirrors()
 		}
 	}
 }

@@ -56,7 +56,7 @@ func (s *Server) loadDefinitions() (firstBoot bool, err error) {
 	var loaded []*Queue
 	err = loadEach(s, bucketQueues, func(mq metaQueue) error {
 		q, err := s.loadQueue(mq)
-		if err == nil && (q.homedHere() || q.quorum) {
+		if err == nil && (q.homedHere() || q.replicated) {
 			loaded = append(loaded, q)
 		}
 		return err
@@ -130,6 +130,7 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	qa.mirrored = mq.Placement != nil && qa.quorum == nil && qa.stream == nil
 	q := newQueue(vh, mq.Name, true, false, mq.AutoDelete, args, qa, nil)
 	q.instance = mq.Instance
 	setQuorumPlacement(q, mq.Placement)
@@ -137,7 +138,7 @@ func (s *Server) loadQueue(mq metaQueue) (*Queue, error) {
 		mq.Placement.Leader == s.cfg.NodeName && len(mq.Placement.Replicas) > 1 {
 		h.starting = true // not yet installed: no lock needed
 	}
-	if s.cluster != nil && mq.Node != "" && mq.Node != s.cfg.NodeName && !q.quorum {
+	if s.cluster != nil && mq.Node != "" && mq.Node != s.cfg.NodeName && !q.replicated {
 		// Homed on another node: no files here (queueHome).
 		s.makeRemote(q, mq.Node)
 	}

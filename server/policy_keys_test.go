@@ -27,8 +27,11 @@ func TestPolicyKeysOfNewerReleases(t *testing.T) {
 	}
 	for k, v := range valid {
 		def := map[string]any{k: v}
-		if k == "ha-params" {
+		switch k {
+		case "ha-params":
 			def["ha-mode"] = "exactly"
+		case "ha-mode":
+			def["ha-params"] = int64(2) // exactly takes a count (rabbit_mirror_queue_misc)
 		}
 		p := Policy{Vhost: "/", Name: "k", Pattern: "^k\\.", ApplyTo: ApplyToQueues, Definition: def}
 		if _, err := ts.PutPolicy(p, false); err != nil {
@@ -51,6 +54,12 @@ func TestPolicyKeysOfNewerReleases(t *testing.T) {
 		"7 is not a valid federation upstream name":                        {"federation-upstream": int64(7)},
 		"could not compile pattern ( to a regular expression":              {"federation-upstream-pattern": "("},
 		"cannot specify federation-upstream, federation-upstream-set or f": {"federation-upstream": "a", "federation-upstream-set": "all"},
+		`ha-mode="exactly" takes an integer, none given`:                   {"ha-mode": "exactly"},
+		`ha-mode="exactly" takes an integer, 0 given`:                      {"ha-mode": "exactly", "ha-params": int64(0)},
+		`ha-mode="all" does not take parameters`:                           {"ha-mode": "all", "ha-params": int64(2)},
+		`ha-mode="nodes" list must be non-empty`:                           {"ha-mode": "nodes", "ha-params": []any{}},
+		`ha-mode="nodes" takes a list of strings, [1] was not a string`:    {"ha-mode": "nodes", "ha-params": []any{int64(1)}},
+		"0 is not a valid ha-min-isr value":                                {"ha-min-isr": int64(0)},
 	} {
 		_, err := ts.PutPolicy(Policy{Vhost: "/", Name: "bad", Pattern: ".*", ApplyTo: ApplyToQueues, Definition: def}, false)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "Validation failed\n\n"+want) {

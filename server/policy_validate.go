@@ -71,6 +71,9 @@ var policyKeys = map[string]policyKey{
 	"ha-sync-batch-size":      {kind: keyPositive, what: "ha-sync-batch-size value"},
 	"ha-promote-on-shutdown":  {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-shutdown value"},
 	"ha-promote-on-failure":   {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-failure value"},
+	// Warren's own: how many in-sync replicas a mirrored queue needs to
+	// commit (design §6.3), 1 when absent.
+	"ha-min-isr": {kind: keyPositive, what: "ha-min-isr value"},
 
 	// Accepted with RabbitMQ's validation; no effect on a single Warren node
 	// (see the README's policy key table).
@@ -177,6 +180,50 @@ func ValidatePolicy(p Policy, operator bool) error {
 	if _, ok := p.Definition["ha-params"]; ok {
 		if _, mode := p.Definition["ha-mode"]; !mode {
 			return policyError("ha-params is set but ha-mode is not")
+		}
+	}
+	if mode, ok := p.Definition["ha-mode"].(string); ok {
+		return validateHAParams(mode, p.Definition["ha-params"])
+	}
+	return nil
+}
+
+// validateHAParams is rabbit_mirror_queue_misc:validate_policy's check of
+// ha-params for an ha-mode (nil: absent), with its texts.
+func validateHAParams(mode string, params any) error {
+	switch mode {
+	case "all":
+		if params != nil {
+			return policyError(`ha-mode="all" does not take parameters`)
+		}
+	case "exactly":
+		if n, ok := haCount(params); !ok || n <= 0 {
+			given := "none"
+			if params != nil {
+				given = erlTerm(params)
+			}
+			return policyError(`ha-mode="exactly" takes an integer, %s given`, given)
+		}
+	case "nodes":
+		list, ok := params.([]any)
+		switch {
+		case !ok:
+			given := "none"
+			if params != nil {
+				given = erlTerm(params)
+			}
+			return policyError(`ha-mode="nodes" takes a list, %s given`, given)
+		case len(list) == 0:
+			return policyError(`ha-mode="nodes" list must be non-empty`)
+		}
+		var bad []string
+		for _, v := range list {
+			if _, isStr := v.(string); !isStr {
+				bad = append(bad, erlTerm(v))
+			}
+		}
+		if len(bad) > 0 {
+			return policyError(`ha-mode="nodes" takes a list of strings, [%s] was not a string`, strings.Join(bad, ","))
 		}
 	}
 	return nil

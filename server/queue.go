@@ -44,6 +44,10 @@ type Queue struct {
 	// quorum is set for a quorum queue (fixed at declare, read without a
 	// lock by the channel's consume checks).
 	quorum bool
+	// replicated is set for a queue kept in a replicated log: a quorum
+	// queue, or a classic queue mirrored by an ha-* policy (mirror.go).
+	// Every cluster node holds its handle (a replica or a proxy).
+	replicated bool
 	// journal collects, under mu, what a quorum queue's log must record of
 	// the changes the classic code makes (quorum_queue.go); nil otherwise.
 	journal *quorumJournal
@@ -148,6 +152,7 @@ func newQueue(vh *Vhost, name string, durable, exclusive, autoDelete bool, args 
 	}
 	q.use = newConsumerUse(q.created)
 	q.quorum = qa.quorum != nil
+	q.replicated = q.quorum || qa.mirrored
 	q.h = kindOf(&qa).newHandle(q)
 	q.consumerTimeout.Store(int64(qa.consumerTimeout))
 	if qa.dedup {
@@ -772,6 +777,12 @@ type QueueInfo struct {
 	// up (RabbitMQ's leader, members and online).
 	Leader          string
 	Members, Online []string
+	// Mirrored is set for a classic queue an ha policy mirrors in a
+	// cluster: Leader is its node, Members less Leader its mirrors
+	// (RabbitMQ's slave_nodes), SyncedMirrors those in the in-sync set
+	// (synchronised_slave_nodes).
+	Mirrored      bool
+	SyncedMirrors []string
 }
 
 // Per-message bookkeeping a queue holds besides the body: the entry, the

@@ -35,6 +35,10 @@ type queueArgs struct {
 	dedupCacheTTL   time.Duration
 	stream          *streamArgs // set for x-queue-type=stream (stream_args.go)
 	quorum          *quorumArgs // set for x-queue-type=quorum (quorum_args.go)
+	// mirrored: a classic queue whose declaration carries a placement (an
+	// ha-* policy matched it in a cluster, mirror.go). Read only to choose
+	// the queue's kind: a policy change re-parses the arguments without it.
+	mirrored bool
 }
 
 // argError is a 406 naming the offending argument, worded as RabbitMQ does.

@@ -28,6 +28,9 @@ func kindOf(qa *queueArgs) queueKind {
 	if qa.quorum != nil {
 		return quorumKind{}
 	}
+	if qa.mirrored {
+		return mirroredKind{}
+	}
 	return classicKind{}
 }
 
@@ -125,6 +128,11 @@ func (h classicQueue) applyPolicy(def map[string]any) {
 // deletable refuses queue.delete with if-unused or if-empty as RabbitMQ does.
 func (q *Queue) deletable(ifUnused, ifEmpty bool) *amqp.Error {
 	ready, consumers := q.counts()
+	return classicDeletable(q, ready, consumers, ifUnused, ifEmpty)
+}
+
+// classicDeletable is the classic rule for a queue's counts.
+func classicDeletable(q *Queue, ready, consumers int, ifUnused, ifEmpty bool) *amqp.Error {
 	if ifUnused && consumers > 0 {
 		return amqp.NewError(amqp.PreconditionFailed, methodQueueDelete, "%s in use", describeQueue(q.name, q.vhost.name))
 	}

@@ -70,6 +70,8 @@ func (s *Server) prepareQuorumPlacement(c Command) (prepared, error) {
 		vhost, name = c.Vhost, c.Name
 	case ElectQueueLeader:
 		vhost, name = c.Vhost, c.Name
+	case ChangeQueueReplicas:
+		vhost, name = c.Vhost, c.Name
 	}
 	vh, err := s.applyVhost(vhost, methodQueueDeclare)
 	if err != nil {
@@ -95,6 +97,12 @@ func (s *Server) prepareQuorumPlacement(c Command) (prepared, error) {
 		if np.Epoch != cur.Epoch+1 || np.Version != cur.Version+1 || !slices.Contains(cur.ISR, np.Leader) {
 			return noop, refusef(amqp.PreconditionFailed, methodQueueDeclare, "%s: election from epoch %d version %d, queue at %d/%d",
 				staleText, np.Epoch-1, np.Version-1, cur.Epoch, cur.Version)
+		}
+	case ChangeQueueReplicas:
+		var ok bool
+		if np, ok = changedReplicas(cur, c); !ok || !h.mirrored {
+			return noop, refusef(amqp.PreconditionFailed, methodQueueDeclare, "%s: replicas %v from version %d, queue at %d led by %s",
+				staleText, c.Replicas, c.Version, cur.Version, cur.Leader)
 		}
 	}
 	rec := DeclareQueue{Vhost: vhost, Name: name, Durable: true, AutoDelete: q.autoDelete,

@@ -602,6 +602,12 @@ func (h *quorumQueue) openFiles(srv *Server) error {
 	h.mu.Unlock()
 	if !isMember(p, self) {
 		h.setForward(srv, p.Leader)
+		if vh.storage != nil {
+			// A mirror removed while this node was down: its log is void.
+			if err := os.RemoveAll(vh.storage.quorumDir(q.name)); err != nil {
+				vh.log.Error("removing a replica's log this node no longer holds", "queue", q.name, "err", err)
+			}
+		}
 		return nil
 	}
 	l, dir, err := openQuorumLog(vh, q.name)
@@ -731,4 +737,13 @@ func (h *quorumQueue) addReplicas(info *QueueInfo) {
 	info.Leader = p.Leader
 	info.Members = slices.Clone(p.Replicas)
 	info.Online = h.q.vhost.srv.onlineNodes(p.Replicas)
+	if h.mirrored {
+		info.Mirrored = true
+		info.SyncedMirrors = []string{}
+		for _, n := range p.ISR {
+			if n != p.Leader {
+				info.SyncedMirrors = append(info.SyncedMirrors, n)
+			}
+		}
+	}
 }

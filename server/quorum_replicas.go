@@ -71,8 +71,17 @@ func (s *Server) placeQuorum(c Command) Command {
 		return c
 	}
 	args, err := bytesTable(d.Arguments)
-	if err != nil || args["x-queue-type"] != "quorum" || !d.Durable || d.Exclusive || d.AutoDelete {
-		return c // refused by the apply, or not a quorum queue
+	if err != nil {
+		return c // refused by the apply
+	}
+	if args["x-queue-type"] != "quorum" {
+		if md, ok := s.placeMirrored(d, args); ok {
+			return md
+		}
+		return c
+	}
+	if !d.Durable || d.Exclusive || d.AutoDelete {
+		return c // refused by the apply
 	}
 	size := defaultQuorumGroupSize
 	if n, ok := intArg(args["x-quorum-initial-group-size"]); ok && n > 0 {

@@ -58,6 +58,18 @@ func (h *quorumQueue) applyPlacement(srv *Server, np replica.Placement) {
 	self := srv.cfg.NodeName
 	h.mu.Lock()
 	old := h.place
+	joined := !isMember(old, self) && isMember(np, self) && h.r == nil && !h.closed
+	left := isMember(old, self) && !isMember(np, self) && np.Leader != self
+	if joined || left {
+		h.place = np
+		h.mu.Unlock()
+		if joined {
+			h.joinReplica(srv, np)
+		} else {
+			h.leaveReplica(srv, np)
+		}
+		return
+	}
 	h.place = np
 	r := h.r
 	wasLeader := r != nil && h.fwd == nil && !h.starting

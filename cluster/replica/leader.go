@@ -491,6 +491,14 @@ func (l *Leader) SetPlacement(p Placement, now time.Time) bool {
 	l.p = p
 	l.proposal = nil
 	clear(l.adding)
+	for n := range l.mirrors {
+		if !slices.Contains(p.Replicas, n) {
+			// Removed from the placement (a mirrored queue's policy
+			// changed): forgotten, so a later re-addition starts afresh
+			// and the status lists only the placement's mirrors.
+			delete(l.mirrors, n)
+		}
+	}
 	for _, n := range p.Replicas {
 		f := l.mirrors[n]
 		if n == l.self {

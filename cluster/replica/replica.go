@@ -130,8 +130,8 @@ func (r *replica) Append(data ...[]byte) (uint64, error) {
 // An older one (lower Version) is ignored: placements may be re-delivered.
 func (r *replica) SetPlacement(p Placement) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if p.Version < r.p.Version || checkPlacement(p) != nil || !slices.Contains(p.Replicas, r.m.cfg.Node) {
+		r.mu.Unlock()
 		return
 	}
 	if p.Epoch > r.p.Epoch {
@@ -139,6 +139,19 @@ func (r *replica) SetPlacement(p Placement) {
 	}
 	r.p = p
 	r.wake()
+	r.mu.Unlock()
+	// A replica added to the placement needs its connection as Open gives
+	// one: the leader sends it nothing before its FOLLOW, which cannot
+	// come when the leader's node is the pair's dialler.
+	r.m.mu.Lock()
+	if !r.m.closed {
+		for _, n := range p.Replicas {
+			if n != r.m.cfg.Node {
+				r.m.peerLocked(n)
+			}
+		}
+	}
+	r.m.mu.Unlock()
 }
 
 func (r *replica) Compact(off uint64) {
