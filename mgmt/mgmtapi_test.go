@@ -3,6 +3,7 @@ package mgmt
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -330,4 +331,42 @@ func TestMgmtNodeMemory(t *testing.T) {
 		t.Errorf("binary %v after purge", b)
 	}
 	e.must(e.get("/api/nodes/nosuch@host/memory"), 404, "unknown node")
+}
+
+// TestMgmtStandaloneHAPolicy: on a standalone node an ha policy cannot
+// give a classic queue copies; the queue says so with empty slave_nodes
+// and synchronised_slave_nodes (RabbitMQ's fields), naming its one node.
+// A queue no ha policy matches has neither field.
+func TestMgmtStandaloneHAPolicy(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.put("/api/policies/%2F/ha", map[string]any{"pattern": "^ha\\.", "apply-to": "queues",
+		"definition": map[string]any{"ha-mode": "exactly", "ha-params": 2}}), 201, "policy")
+	e.must(e.put("/api/queues/%2F/ha.one", map[string]any{"durable": true}), 201, "declare")
+	e.must(e.put("/api/queues/%2F/plain", map[string]any{"durable": true}), 201, "declare")
+	q := e.get("/api/queues/%2F/ha.one").object(t)
+	for _, k := range []string{"slave_nodes", "synchronised_slave_nodes"} {
+		if l, ok := q[k].([]any); !ok || len(l) != 0 {
+			t.Errorf("%s = %v, want [] (one copy)", k, q[k])
+		}
+	}
+	if q["node"] != e.srv.NodeName() || q["type"] != "classic" {
+		t.Errorf("node %v type %v", q["node"], q["type"])
+	}
+	if _, has := e.get("/api/queues/%2F/plain").object(t)["slave_nodes"]; has {
+		t.Error("slave_nodes on a queue no ha policy matches")
+	}
+}
+
+// TestMgmtMirroredQueueFields: a mirrored classic queue is rendered with
+// RabbitMQ's classic fields: node (its leader), slave_nodes (the other
+// replicas) and synchronised_slave_nodes (those in sync), not the quorum
+// queue's leader and members.
+func TestMgmtMirroredQueueFields(t *testing.T) {
+	m := map[string]any{}
+	putQuorumJSON(m, server.QueueInfo{Leader: "warren@a", Members: []string{"warren@a", "warren@b", "warren@c"},
+		Mirrored: true, SyncedMirrors: []string{"warren@c"}})
+	if m["node"] != "warren@a" || fmt.Sprint(m["slave_nodes"]) != "[warren@b warren@c]" ||
+		fmt.Sprint(m["synchronised_slave_nodes"]) != "[warren@c]" || m["leader"] != nil || m["members"] != nil {
+		t.Fatalf("mirrored queue fields %v", m)
+	}
 }

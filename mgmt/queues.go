@@ -287,9 +287,11 @@ func (a *API) purgeQueue(rq *request) error {
 
 // queueAction answers POST /api/queues/{vhost}/{queue}/actions. RabbitMQ
 // 3.10 starts or cancels a mirror synchronisation and answers 204 at once,
-// whatever the queue's type; Warren's queues have no mirrors, so there is
-// never anything to synchronise and the answer is the same 204. A missing
-// queue is a 404 (3.10 crashes with an empty 500; later releases answer 404).
+// whatever the queue's type. A Warren mirror always catches up on its own
+// as soon as it is added (ha-sync-mode manual is served as automatic, see
+// README), so there is no synchronisation to start or cancel and the
+// answer is the same 204. A missing queue is a 404 (3.10 crashes with an
+// empty 500; later releases answer 404).
 func (a *API) queueAction(rq *request) error {
 	if _, _, err := rq.queue(); err != nil {
 		return err

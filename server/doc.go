@@ -88,8 +88,17 @@
 // consumers after a failover (consumers of the old leader are cancelled
 // and must re-subscribe), resending a non-leader's unconfirmed forwarded
 // publishes to the new leader (they are nacked), the balanced leader
-// locator (placement is client-local), mirrored ha-* policies, and
-// replicated streams.
+// locator (placement is client-local), and replicated streams.
+//
+// Mirrored classic queues (mirror.go): in a cluster, a durable,
+// non-exclusive classic queue matched at declare by an ha-* policy runs
+// the quorum queue's code with the classic queue's argument, consume and
+// delete rules (the classic queue's own files, queueindex and the vhost
+// store, do not run under replication), with MinISR from ha-min-isr
+// (default 1). The metadata leader keeps each one's replicas as its
+// policy asks (ChangeQueueReplicas). ha-sync-mode manual is served as
+// automatic, ha-promote-on-* always as when-synced; a queue declared
+// before its policy is not mirrored; README lists the rest.
 //
 // Lock order is in LOCKS.md at the repository root, goroutines in THREADS.md.
 package server

@@ -9,8 +9,10 @@ type FeatureFlag struct {
 // Whether the features behind some flags exist yet. Each is a fact about
 // this build, changed by the work that adds the feature.
 const (
-	// replicatedQueues: mirroring policies keep copies on other nodes.
-	// Not yet: ha-* policy keys are stored and ignored.
+	// replicatedQueues backs classic_mirrored_queue_version: x-queue-version
+	// on mirrored classic queues. Mirroring exists (mirror.go), but a
+	// mirrored queue runs the quorum queue's code, where a classic queue
+	// version means nothing, so the flag stays off.
 	replicatedQueues = false
 	// quorumQueues: x-queue-type quorum makes a queue whose messages live
 	// in a replicated log (quorum_queue.go).
