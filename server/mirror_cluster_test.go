@@ -94,6 +94,19 @@ func TestClusterMirroredQueueFailover(t *testing.T) {
 	if h, _ := outside.Vhost("/").queue("ha.q").quorumHandle(); h.r != nil || h.forward() == nil {
 		t.Fatalf("%s holds no replica but has one open, or no proxy", outside.name)
 	}
+	// Exclusive and non-durable queues are never mirrored: one copy, on
+	// the declaring node, as classic queues.
+	if _, err := lch.QueueDeclare("ha.transient", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lch.QueueDeclare("ha.exclusive", true, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ha.transient", "ha.exclusive"} {
+		if _, _, _, ok := mirroredOn(leader, name); ok {
+			t.Fatalf("%s is mirrored", name)
+		}
+	}
 
 	_, pch := outside.channel(t)
 	const n = 1000
@@ -239,4 +252,20 @@ func TestClusterMirroredQueuePolicyChange(t *testing.T) {
 	})
 	_, ach := nodes[1].channel(t)
 	publishConfirmedBodies(t, ach, "ha.p", 10, func(i int) string { return "c" + strconv.Itoa(i) })
+
+	// A restart keeps it a (single-copy) mirrored queue with its messages:
+	// the kind comes from the stored placement, not from the policy.
+	leader = leader.restart(t)
+	_, rch := leader.channel(t)
+	waitFor(t, 30*time.Second, "the restarted leader to serve every message", func() bool {
+		q, err := rch.QueueDeclarePassive("ha.p", true, false, false, false, nil)
+		if err != nil {
+			_, rch = leader.channel(t)
+			return false
+		}
+		return q.Messages == total+10
+	})
+	if _, _, _, ok := mirroredOn(leader, "ha.p"); !ok {
+		t.Fatal("ha.p is no longer a mirrored queue after a restart")
+	}
 }
