@@ -41,7 +41,7 @@ type mirrorPolicy struct {
 func mirrorPolicyOf(def map[string]any) (mp mirrorPolicy, ok bool) {
 	mode, _ := def["ha-mode"].(string)
 	mp = mirrorPolicy{mode: mode, minISR: 1}
-	if n, isInt := def["ha-min-isr"].(int64); isInt && n > 0 {
+	if n, isInt := haCount(def["ha-min-isr"]); isInt && n > 0 {
 		mp.minISR = int(min(n, 1<<16))
 	}
 	switch mode {
@@ -63,7 +63,7 @@ func mirrorPolicyOf(def map[string]any) (mp mirrorPolicy, ok bool) {
 	return mp, false
 }
 
-// haCount reads exactly's ha-params: an int64 as validated, or the
+// haCount reads an integer ha-* value: an int64 as validated, or the
 // json.Number a definition read back from its JSON keeps for a key of
 // any type (keyAny).
 func haCount(v any) (int64, bool) {
@@ -228,8 +228,8 @@ func init() {
 	commandTypes[t.Name()] = t
 }
 
-// changedReplicas is the placement c makes of cur, or an error naming why
-// it no longer applies.
+// changedReplicas is the placement c makes of cur; false when c no longer
+// applies (the placement moved on, or c would remove the leader).
 func changedReplicas(cur replica.Placement, c ChangeQueueReplicas) (replica.Placement, bool) {
 	if c.Version != cur.Version || len(c.Replicas) == 0 || c.Replicas[0] != cur.Leader || c.MinISR < 1 {
 		return cur, false
