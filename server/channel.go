@@ -155,13 +155,21 @@ func (ch *channel) shutdown() {
 			q.vhost.removeQueue(q, "auto-delete")
 		}
 	}
+	// An open transaction rolls back: its settlements return to the
+	// unacked list (they left it at basic.ack) and are requeued with the
+	// rest, as RabbitMQ requeues everything unacked at a channel's close.
 	ch.umu.Lock()
+	if ch.tx != nil {
+		for _, s := range ch.tx.settles {
+			for _, d := range s.ds {
+				ch.unacked.insert(d)
+			}
+		}
+		ch.tx = nil
+	}
 	ds := ch.unacked.takeAll(nil)
 	ch.umu.Unlock()
 	ch.requeueDeliveries(ds)
-	if ch.tx != nil {
-		ch.tx = nil
-	}
 	ch.endContent()
 }
 
