@@ -81,6 +81,9 @@ type remoteQueues struct {
 	// key the home names them with in its pushes.
 	consumers map[uint64]*remoteConsumer
 	nextKey   uint64
+	// nextGet numbers this node's forwarded basic.gets, so one whose answer
+	// never came can be named to the home, which then returns what it took.
+	nextGet uint64
 	// sinks are the home side: one per node consuming from this node's
 	// queues.
 	sinks  map[string]*remoteSink
@@ -104,7 +107,7 @@ func (s *Server) enableRemoteQueues(node string, peers peerCaller, reg peerRegis
 		// consumers under the previous process's keys, and a key reused
 		// here would give their deliveries (and this node's acks for them)
 		// to another consumer, possibly of another queue.
-		nextKey: uint64(rand.Uint32()) << 32}
+		nextKey: uint64(rand.Uint32()) << 32, nextGet: uint64(rand.Uint32()) << 32}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	s.remote = r
 	r.registerHome(reg)

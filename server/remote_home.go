@@ -168,11 +168,19 @@ func (r *remoteQueues) handleGet(_ context.Context, from string, payload []byte)
 	rd := wireReader{b: payload}
 	q, aerr := r.forwardedQueue(&rd, methodBasicGet)
 	max, noAck := int(rd.uint()), rd.bool()
+	token := rd.uint()
 	if aerr != nil {
 		return refusedAnswer(aerr), nil
 	}
 	if rd.err != nil {
 		return nil, rd.err
+	}
+	s := r.sinkFor(from)
+	if !noAck && s != nil && s.abandonedBefore(token) {
+		// The asking node gave up on this get before it arrived here.
+		w := okAnswer()
+		w.uint(0)
+		return w.b, nil
 	}
 	q.h.touch()
 	body := wireWriter{}
@@ -185,8 +193,8 @@ func (r *remoteQueues) handleGet(_ context.Context, from string, payload []byte)
 	if aerr != nil {
 		return refusedAnswer(aerr), nil
 	}
-	if s := r.sinkFor(from); s != nil && !noAck && n > 0 {
-		s.got(q, ids) // returned to the queue if from is lost
+	if s != nil && !noAck && n > 0 {
+		s.got(q, token, ids) // returned to the queue if from is lost or abandons the get
 	}
 	w := okAnswer()
 	w.uint(uint64(n))

@@ -127,13 +127,28 @@ func (h *remoteQueue) redispatch() {
 	}
 }
 
+// get forwards basic.get under a token of its own. When the home does not
+// answer, it may still have run the get (the request arrived, the answer
+// was lost, or the request arrived after the wait ended): the token is then
+// sent after it as an abandonment, retried with the settlements, so the
+// home returns what it took instead of holding it for a client that never
+// saw it until this node is declared down, which a one-way partition never
+// does.
 func (h *remoteQueue) get(max int, noAck bool, each func(outgoing, int)) (int, *amqp.Error) {
+	h.r.mu.Lock()
+	h.r.nextGet++
+	token := h.r.nextGet
+	h.r.mu.Unlock()
 	w := wireWriter{}
 	w.queueRef(h.q)
 	w.uint(uint64(max))
 	w.bool(noAck)
+	w.uint(token)
 	rd, err := h.callHome(rpcGet, w.b, methodBasicGet)
 	if err != nil {
+		if l := h.r.link(h.home); l != nil && !noAck {
+			l.settle([]fwdSettle{{q: h.q, kind: settleGetAbandoned, id: token}})
+		}
 		return 0, err
 	}
 	n := rd.count()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/warrenmq/warren/amqp"
@@ -24,9 +25,14 @@ type remoteSink struct {
 	buf       []pushItem
 	wakes     []queueHandle // queues to redispatch once buf drained
 	// gets are the node's basic.get deliveries not yet settled, by queue,
-	// which return to their queues if the node is lost.
-	gets map[*Queue]map[uint64]struct{}
-	kick chan struct{}
+	// each with the token of its get, which return to their queues if the
+	// node is lost or abandons the get.
+	gets map[*Queue]map[uint64]uint64
+	// abandoned are get tokens the node abandoned before their get ran
+	// here (the request overtaken by the abandonment), oldest first.
+	abandoned      map[uint64]struct{}
+	abandonedOrder []uint64
+	kick           chan struct{}
 }
 
 // sinkConsumer is one remote consumer: its queue and the deliveries it
@@ -56,7 +62,7 @@ func (r *remoteQueues) sinkFor(node string) *remoteSink {
 	s := r.sinks[node]
 	if s == nil && !r.closed {
 		s = &remoteSink{r: r, node: node, consumers: make(map[uint64]*sinkConsumer),
-			keys: make(map[*consumer]uint64), gets: make(map[*Queue]map[uint64]struct{}), kick: make(chan struct{}, 1)}
+			keys: make(map[*consumer]uint64), gets: make(map[*Queue]map[uint64]uint64), abandoned: make(map[uint64]struct{}), kick: make(chan struct{}, 1)}
 		r.sinks[node] = s
 		r.wg.Add(1)
 		go s.pushLoop()
@@ -151,18 +157,95 @@ func (s *remoteSink) take(key uint64) *sinkConsumer {
 	return sc
 }
 
-// got records basic.get deliveries of q the node holds unsettled.
-func (s *remoteSink) got(q *Queue, ids []uint64) {
+// settleGetAbandoned is a settlement kind only the remote plane carries:
+// its id is the token of a forwarded basic.get whose answer never reached
+// the asking node.
+const settleGetAbandoned settleKind = 16
+
+// sinkMaxAbandoned bounds the get tokens remembered as abandoned before
+// their get arrived: such a get is one whose request was overtaken, and a
+// token not seen again (its request lost for good) is forgotten in time.
+const sinkMaxAbandoned = 1024
+
+// got records basic.get deliveries of q the node holds unsettled, under
+// the get's token; a get the node abandoned meanwhile returns them.
+func (s *remoteSink) got(q *Queue, token uint64, ids []uint64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	if _, gone := s.abandoned[token]; gone {
+		s.forgetAbandonedLocked(token)
+		s.mu.Unlock()
+		requeueGets(q, ids)
+		return
+	}
 	set := s.gets[q]
 	if set == nil {
-		set = make(map[uint64]struct{}, len(ids))
+		set = make(map[uint64]uint64, len(ids))
 		s.gets[q] = set
 	}
 	for _, id := range ids {
-		set[id] = struct{}{}
+		set[id] = token
 	}
+	s.mu.Unlock()
+}
+
+// abandonGet returns to q what the get named token took, which the node
+// never delivered to its client; a get not run yet is refused when it comes.
+func (s *remoteSink) abandonGet(q *Queue, token uint64) {
+	s.mu.Lock()
+	var ids []uint64
+	for id, t := range s.gets[q] {
+		if t == token {
+			ids = append(ids, id)
+			delete(s.gets[q], id)
+		}
+	}
+	if len(s.gets[q]) == 0 {
+		delete(s.gets, q)
+	}
+	if len(ids) == 0 {
+		// Not run yet, or it took nothing; a retried abandonment also
+		// finds nothing and is remembered once.
+		if _, ok := s.abandoned[token]; !ok {
+			s.abandoned[token] = struct{}{}
+			s.abandonedOrder = append(s.abandonedOrder, token)
+			if len(s.abandonedOrder) > sinkMaxAbandoned {
+				s.forgetAbandonedLocked(s.abandonedOrder[0])
+			}
+		}
+	}
+	s.mu.Unlock()
+	requeueGets(q, ids)
+}
+
+// abandonedBefore reports (once) whether the node abandoned the get named
+// token before it arrived.
+func (s *remoteSink) abandonedBefore(token uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, gone := s.abandoned[token]
+	if gone {
+		s.forgetAbandonedLocked(token)
+	}
+	return gone
+}
+
+func (s *remoteSink) forgetAbandonedLocked(token uint64) {
+	delete(s.abandoned, token)
+	if i := slices.Index(s.abandonedOrder, token); i >= 0 {
+		s.abandonedOrder = slices.Delete(s.abandonedOrder, i, i+1)
+	}
+}
+
+// requeueGets returns basic.get deliveries of q, marked redelivered.
+func requeueGets(q *Queue, ids []uint64) {
+	if len(ids) == 0 {
+		return
+	}
+	ds := make([]delivery, len(ids))
+	for i, id := range ids {
+		ds[i] = delivery{q: q.h, id: id}
+	}
+	q.h.settle(ds, settleRequeue)
 }
 
 // settled forgets id among key's unsettled deliveries of q (key 0: a
@@ -301,7 +384,7 @@ func (s *remoteSink) lose(failed []pushItem) {
 	lost, gets := s.consumers, s.gets
 	s.consumers = make(map[uint64]*sinkConsumer)
 	s.keys = make(map[*consumer]uint64)
-	s.gets = make(map[*Queue]map[uint64]struct{})
+	s.gets = make(map[*Queue]map[uint64]uint64)
 	orphans := failed[:len(failed):len(failed)]
 	orphans = append(orphans, s.buf...)
 	s.buf = nil
@@ -316,11 +399,11 @@ func (s *remoteSink) lose(failed []pushItem) {
 		}
 	}
 	for q, set := range gets {
-		ds := make([]delivery, 0, len(set))
+		ids := make([]uint64, 0, len(set))
 		for id := range set {
-			ds = append(ds, delivery{q: q.h, id: id})
+			ids = append(ids, id)
 		}
-		q.h.settle(ds, settleRequeue)
+		requeueGets(q, ids)
 	}
 	for _, sc := range lost {
 		if sc.q.h.cancel(sc.c) {
@@ -410,6 +493,12 @@ func (r *remoteQueues) handleSettle(_ context.Context, from string, payload []by
 		}
 		if aerr != nil {
 			continue // deleted meanwhile: nothing to settle
+		}
+		if kind == settleGetAbandoned {
+			if s != nil {
+				s.abandonGet(q, id)
+			}
+			continue
 		}
 		if q != runQ || kind != runKind {
 			flush()

@@ -27,13 +27,16 @@ type memNet struct {
 	down     map[string]bool
 	hold     map[string]chan struct{}
 	cut      map[[2]string]bool // from, to: calls that way fail (a one-way partition)
+	// lostAnswers (home, caller): the home runs the caller's calls but its
+	// answers never come back (a one-way partition the other way round).
+	lostAnswers map[[2]string]bool
 	// observe, when set, sees every call's method and payload.
 	observe func(method string, payload []byte)
 }
 
 func newMemNet() *memNet {
 	return &memNet{handlers: make(map[string]map[string]peerHandler), down: make(map[string]bool), hold: make(map[string]chan struct{}),
-		cut: make(map[[2]string]bool)}
+		cut: make(map[[2]string]bool), lostAnswers: make(map[[2]string]bool)}
 }
 
 var errMemNodeDown = errors.New("memnet: node down")
@@ -71,7 +74,14 @@ func (p memPeer) Call(ctx context.Context, node, method string, payload []byte) 
 			return nil, ctx.Err()
 		}
 	}
-	return h(ctx, p.node, append([]byte(nil), payload...))
+	ans, err := h(ctx, p.node, append([]byte(nil), payload...))
+	n.mu.Lock()
+	lost := n.lostAnswers[[2]string{node, p.node}]
+	n.mu.Unlock()
+	if lost {
+		return nil, fmt.Errorf("%w: answer from %s lost", errMemNodeDown, node)
+	}
+	return ans, err
 }
 
 func (n *memNet) setDown(node string, down bool) {
