@@ -189,3 +189,38 @@ func TestRemoteGetWithLostAnswerRequeued(t *testing.T) {
 		t.Fatalf("got %q ok=%v redelivered=%v, want the message back, redelivered", m.Body, ok, m.Redelivered)
 	}
 }
+
+// TestRemoteConsumersDroppedByHomeAreCancelled: a home that could not push
+// to a node drops that node's consumers (and requeues what they held); once
+// the node answers again the home tells it, and its clients get basic.cancel,
+// as RabbitMQ cancels the consumers of a queue whose node went away. Before,
+// the consumers stayed open on the node and got nothing, for good.
+func TestRemoteConsumersDroppedByHomeAreCancelled(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a, b := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	_, sub := b.channel(t)
+	must(t, sub.Qos(10, 0, false))
+	cancels := sub.NotifyCancel(make(chan string, 1))
+	_, err := sub.Consume("q", "ctag", false, false, false, false, nil)
+	must(t, err)
+	waitFor(t, 5*time.Second, "the consumer on the home", func() bool { _, n := homeCounts(a, "q"); return n == 1 })
+
+	net.cutOneWay("warren@a", "warren@b", true) // the home's pushes fail
+	_, pub := a.channel(t)
+	must(t, pub.Publish("", "q", false, false, amqp091.Publishing{Body: []byte("m"), DeliveryMode: amqp091.Persistent}))
+	waitFor(t, 5*time.Second, "the home dropping the consumer and requeueing", func() bool {
+		ready, n := homeCounts(a, "q")
+		return ready == 1 && n == 0
+	})
+	net.cutOneWay("warren@a", "warren@b", false)
+	select {
+	case tag := <-cancels:
+		if tag != "ctag" {
+			t.Fatalf("basic.cancel for %q, want ctag", tag)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no basic.cancel within 5s for the consumer its home dropped")
+	}
+}

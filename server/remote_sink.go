@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 )
@@ -32,7 +33,13 @@ type remoteSink struct {
 	// here (the request overtaken by the abandonment), oldest first.
 	abandoned      map[uint64]struct{}
 	abandonedOrder []uint64
-	kick           chan struct{}
+	// cancels are the keys of consumers this home dropped when it lost the
+	// node (a push it did not take): the node is told with basic.cancel
+	// once it answers again, so its clients do not wait on consumers that
+	// get nothing any more, as RabbitMQ cancels the consumers of a queue
+	// whose node went away.
+	cancels []uint64
+	kick    chan struct{}
 }
 
 // sinkConsumer is one remote consumer: its queue and the deliveries it
@@ -274,15 +281,59 @@ func (s *remoteSink) settled(q *Queue, key, id uint64) *consumer {
 // pushLoop pushes buffered items to the node until this node stops.
 func (s *remoteSink) pushLoop() {
 	defer s.r.wg.Done()
+	backoff := settleRetryMin
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
 	for {
 		select {
 		case <-s.kick:
+		case <-retry.C:
 		case <-s.r.ctx.Done():
 			return
 		}
 		for s.push() {
 		}
+		retry.Stop()
+		switch sent, pending := s.pushCancels(); {
+		case !pending:
+			backoff = settleRetryMin
+		case sent:
+			backoff = settleRetryMin
+			retry.Reset(0)
+		default:
+			retry.Reset(backoff)
+			backoff = min(2*backoff, settleRetryMax)
+		}
 	}
+}
+
+// pushCancels tells the node of the consumers this home dropped when it
+// lost the node; pending reports whether some are still to be told, sent
+// whether this attempt reached the node.
+func (s *remoteSink) pushCancels() (sent, pending bool) {
+	s.mu.Lock()
+	keys := s.cancels
+	s.cancels = nil
+	s.mu.Unlock()
+	if len(keys) == 0 {
+		return false, false
+	}
+	w := wireWriter{}
+	w.uint(uint64(len(keys)))
+	for _, key := range keys {
+		w.uint(pushCancelled)
+		w.uint(key)
+	}
+	if _, err := s.r.call(s.node, rpcDeliver, w.b, remoteCallTimeout); err != nil {
+		s.mu.Lock()
+		s.cancels = append(keys, s.cancels...)
+		s.mu.Unlock()
+		return false, s.r.ctx.Err() == nil
+	}
+	s.mu.Lock()
+	pending = len(s.cancels) > 0
+	s.mu.Unlock()
+	return true, pending
 }
 
 // push sends what is buffered and reports whether there was anything. A
@@ -388,7 +439,13 @@ func (s *remoteSink) lose(failed []pushItem) {
 	orphans := failed[:len(failed):len(failed)]
 	orphans = append(orphans, s.buf...)
 	s.buf = nil
+	for key := range lost {
+		s.cancels = append(s.cancels, key)
+	}
 	s.mu.Unlock()
+	if len(lost) > 0 {
+		s.signal() // the cancel notifications, once the node answers
+	}
 	held := make(map[*sinkConsumer]bool, len(lost))
 	for _, sc := range lost {
 		held[sc] = true
