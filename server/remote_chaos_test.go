@@ -224,3 +224,27 @@ func TestRemoteConsumersDroppedByHomeAreCancelled(t *testing.T) {
 		t.Fatal("no basic.cancel within 5s for the consumer its home dropped")
 	}
 }
+
+// TestRemoteCancelRetriedUntilHomeAnswers: a basic.cancel whose call to
+// the home failed (the node cannot reach it) is sent again on the
+// settlement link, so the home does not keep a consumer no client has.
+// Before, the home kept it for good (a ghost taking deliveries that its
+// node refused, and counted in the queue's consumers).
+func TestRemoteCancelRetriedUntilHomeAnswers(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a, b := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	_, sub := b.channel(t)
+	_, err := sub.Consume("q", "ctag", false, false, false, false, nil)
+	must(t, err)
+	waitFor(t, 5*time.Second, "the consumer on the home", func() bool { _, n := homeCounts(a, "q"); return n == 1 })
+
+	net.cutOneWay("warren@b", "warren@a", true)
+	must(t, sub.Cancel("ctag", false))
+	if _, n := homeCounts(a, "q"); n != 1 {
+		t.Fatalf("the home has %d consumers while the cancel cannot reach it, want 1", n)
+	}
+	net.cutOneWay("warren@b", "warren@a", false)
+	waitFor(t, 5*time.Second, "the cancel on the home", func() bool { _, n := homeCounts(a, "q"); return n == 0 })
+}

@@ -114,6 +114,13 @@ func (h *remoteQueue) cancel(c *consumer) bool {
 	w.uint(key)
 	rd, err := h.callHome(rpcCancel, w.b, methodBasicConsume)
 	if err != nil {
+		// The home may not have run it: the cancel follows on the
+		// settlement link, retried until the home answers or is declared
+		// down (which drops this node's consumers there), so the home does
+		// not keep a consumer no client has.
+		if l := h.r.link(h.home); l != nil {
+			l.settle([]fwdSettle{{q: h.q, kind: settleCancelConsumer, key: key}})
+		}
 		return false
 	}
 	return rd.bool()

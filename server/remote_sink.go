@@ -169,6 +169,10 @@ func (s *remoteSink) take(key uint64) *sinkConsumer {
 // the asking node.
 const settleGetAbandoned settleKind = 16
 
+// settleCancelConsumer, also carried only by the remote plane, is a
+// basic.cancel of consumer key whose call the home did not answer.
+const settleCancelConsumer settleKind = 17
+
 // sinkMaxAbandoned bounds the get tokens remembered as abandoned before
 // their get arrived: such a get is one whose request was overtaken, and a
 // token not seen again (its request lost for good) is forgotten in time.
@@ -513,16 +517,22 @@ func (r *remoteQueues) handleCancel(_ context.Context, from string, payload []by
 	}
 	auto := false
 	if s := r.sinkFor(from); s != nil {
-		if sc := s.take(key); sc != nil {
-			auto = q.h.cancel(sc.c)
-		}
-	}
-	if auto {
-		q.vhost.removeQueue(q, "auto-delete")
+		auto = r.cancelRemote(s, q, key)
 	}
 	w := okAnswer()
 	w.bool(auto)
 	return w.b, nil
+}
+
+// cancelRemote unsubscribes the node's consumer key from q, if still
+// there, and deletes an auto-delete queue that lost its last consumer.
+func (r *remoteQueues) cancelRemote(s *remoteSink, q *Queue, key uint64) bool {
+	sc := s.take(key)
+	if sc == nil || !q.h.cancel(sc.c) {
+		return false
+	}
+	q.vhost.removeQueue(q, "auto-delete")
+	return true
 }
 
 // handleSettle settles deliveries of this node's queues for their node's
@@ -551,9 +561,16 @@ func (r *remoteQueues) handleSettle(_ context.Context, from string, payload []by
 		if aerr != nil {
 			continue // deleted meanwhile: nothing to settle
 		}
-		if kind == settleGetAbandoned {
+		switch kind {
+		case settleGetAbandoned:
 			if s != nil {
 				s.abandonGet(q, id)
+			}
+			continue
+		case settleCancelConsumer:
+			flush()
+			if s != nil {
+				r.cancelRemote(s, q, key)
 			}
 			continue
 		}
