@@ -248,3 +248,34 @@ func TestRemoteCancelRetriedUntilHomeAnswers(t *testing.T) {
 	net.cutOneWay("warren@b", "warren@a", false)
 	waitFor(t, 5*time.Second, "the cancel on the home", func() bool { _, n := homeCounts(a, "q"); return n == 0 })
 }
+
+// TestRemoteCancelledConsumersDeliveriesReturnWithItsNode: deliveries of
+// a remote consumer that was cancelled stay with its node's channel; if that
+// channel's requeue cannot reach the home (the node cut off, and the node
+// drops the requeue once it declares the home down), the home returns them
+// when it declares the node down, as it does for live consumers' deliveries.
+// Before, the cancel forgot them on the home: warren-chaos -scope cluster
+// (partition, majority-minority) counted one lost, confirmed and never
+// delivered, whose consumer's session ended as its node was cut off.
+func TestRemoteCancelledConsumersDeliveriesReturnWithItsNode(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a, b := nodes[0], nodes[1]
+	declareHomed(t, a, nodes[1:], "q")
+	_, pub := a.channel(t)
+	must(t, pub.Publish("", "q", false, false, amqp091.Publishing{Body: []byte("m"), DeliveryMode: amqp091.Persistent}))
+	_, sub := b.channel(t)
+	ds, err := sub.Consume("q", "ctag", false, false, false, false, nil)
+	must(t, err)
+	recvDelivery(t, ds)
+	must(t, sub.Cancel("ctag", false))
+	waitFor(t, 5*time.Second, "the cancel on the home", func() bool { _, n := homeCounts(a, "q"); return n == 0 })
+
+	net.cutOneWay("warren@b", "warren@a", true)
+	must(t, sub.Close()) // its requeue cannot reach the home
+	a.NodeDown("warren@b")
+	waitFor(t, 5*time.Second, "the cancelled consumer's delivery back in the queue", func() bool {
+		ready, _ := homeCounts(a, "q")
+		return ready == 1 && homePending(a, "q") == 0
+	})
+}

@@ -152,7 +152,12 @@ func (s *remoteSink) add(key uint64, c *consumer, q *Queue) {
 	s.mu.Unlock()
 }
 
-// take removes the consumer under key.
+// take removes the consumer under key. What it holds unsettled stays with
+// the node's channel, which settles it without the key; until then it is
+// kept with the node's gets (token 0), so the node's loss returns it: a
+// channel closing after the cancel requeues through the settlement link,
+// which drops its requeues when its node declares this one down, trusting
+// it to return them.
 func (s *remoteSink) take(key uint64) *sinkConsumer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -160,8 +165,28 @@ func (s *remoteSink) take(key uint64) *sinkConsumer {
 	if sc != nil {
 		delete(s.consumers, key)
 		delete(s.keys, sc.c)
+		if len(sc.out) > 0 {
+			set := s.gets[sc.q]
+			if set == nil {
+				set = make(map[uint64]uint64, len(sc.out))
+				s.gets[sc.q] = set
+			}
+			for id := range sc.out {
+				set[id] = 0
+			}
+			clear(sc.out)
+		}
 	}
 	return sc
+}
+
+func (s *remoteSink) forgetGetLocked(q *Queue, id uint64) {
+	if set := s.gets[q]; set != nil {
+		delete(set, id)
+		if len(set) == 0 {
+			delete(s.gets, q)
+		}
+	}
 }
 
 // settleGetAbandoned is a settlement kind only the remote plane carries:
@@ -265,13 +290,8 @@ func requeueGets(q *Queue, ids []uint64) {
 func (s *remoteSink) settled(q *Queue, key, id uint64) *consumer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetGetLocked(q, id) // a get's, or a cancelled consumer's
 	if key == 0 {
-		if set := s.gets[q]; set != nil {
-			delete(set, id)
-			if len(set) == 0 {
-				delete(s.gets, q)
-			}
-		}
 		return nil
 	}
 	sc := s.consumers[key]
@@ -421,6 +441,7 @@ func (s *remoteSink) requeue(it pushItem) {
 	if it.sc != nil {
 		s.mu.Lock()
 		delete(it.sc.out, it.m.id)
+		s.forgetGetLocked(it.sc.q, it.m.id) // its consumer cancelled meanwhile
 		s.mu.Unlock()
 	}
 	if it.c.noAck {
