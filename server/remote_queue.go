@@ -151,11 +151,16 @@ func (h *remoteQueue) get(max int, noAck bool, each func(outgoing, int)) (int, *
 	w.uint(uint64(max))
 	w.bool(noAck)
 	w.uint(token)
-	rd, err := h.callHome(rpcGet, w.b, methodBasicGet)
-	if err != nil {
+	h.r.publishedBefore(h.home)
+	ans, cerr := h.r.call(h.home, rpcGet, w.b, remoteCallTimeout)
+	if cerr != nil {
 		if l := h.r.link(h.home); l != nil && !noAck {
 			l.settle([]fwdSettle{{q: h.q, kind: settleGetAbandoned, id: token}})
 		}
+		return 0, homeDownError(h.q, h.home, methodBasicGet)
+	}
+	rd, err := readAnswer(ans, methodBasicGet) // a refusal: the home took nothing
+	if err != nil {
 		return 0, err
 	}
 	n := rd.count()
