@@ -56,6 +56,10 @@ func putQuorumJSON(m map[string]any, info server.QueueInfo) {
 	if info.Online == nil {
 		m["online"] = []string{}
 	}
+	m["messages_dlx"], m["message_bytes_dlx"] = info.DLXMessages, info.DLXBytes
+	if info.DeadLetterStrategy != "" {
+		m["dead_letter_strategy"] = info.DeadLetterStrategy // Warren's: the effective one
+	}
 }
 
 // putStreamJSON adds a stream queue's log figures and consumer offsets, as

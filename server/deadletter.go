@@ -28,6 +28,9 @@ func (q *Queue) takeDeadLocked() []deadLetter {
 	}
 	d := q.dead
 	q.dead = nil
+	if q.journal != nil && q.journal.dlx != nil {
+		d = q.journal.holdLocked(d) // at least once: quorum_dlx.go
+	}
 	return d
 }
 
@@ -35,6 +38,9 @@ func (q *Queue) takeDeadLocked() []deadLetter {
 // exchange with x-death recorded. Without a dead-letter exchange (or when it
 // does not exist) they are dropped, as in RabbitMQ. Must not hold q.mu.
 func (q *Queue) publishDeadLetters(dead []deadLetter) {
+	if h, ok := q.h.(*quorumQueue); ok {
+		h.kickDLX() // what takeDeadLocked held
+	}
 	if len(dead) == 0 {
 		return
 	}

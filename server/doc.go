@@ -81,9 +81,11 @@
 // down makes the metadata leader elect an in-sync mirror (never an
 // unclean election), which rebuilds the queue from its log: confirmed
 // messages survive, unacknowledged ones come back redelivered with their
-// x-delivery-count raised. Not yet: paging of the leader's in-memory
-// queue (it holds every live message's body), at-least-once dead
-// lettering (served as at-most-once), member management (add, delete,
+// x-delivery-count raised. x-dead-letter-strategy at-least-once (with
+// reject-publish; drop-head falls back to at-most-once as in 3.10) keeps
+// dead-lettered messages in the log until their targets confirm them
+// (quorum_dlx.go). Not yet: paging of the leader's in-memory
+// queue (it holds every live message's body), member management (add, delete,
 // grow, shrink, transfer, rebalance), drain and revive, re-attaching
 // consumers after a failover (consumers of the old leader are cancelled
 // and must re-subscribe), resending a non-leader's unconfirmed forwarded

@@ -64,13 +64,16 @@ var policyKeys = map[string]policyKey{
 	"dead-letter-exchange":    {kind: keyString, what: "dead letter exchange name", arg: "x-dead-letter-exchange", argWins: true},
 	"dead-letter-routing-key": {kind: keyString, what: "dead letter routing key", arg: "x-dead-letter-routing-key", argWins: true},
 	"alternate-exchange":      {kind: keyString, what: "alternate exchange name"},
-	"queue-mode":              {kind: keyEnum, enum: []string{"default", "lazy"}, what: "queue-mode value"},
-	"ha-mode":                 {kind: keyEnum, enum: []string{"all", "exactly", "nodes"}, what: "ha-mode value"},
-	"ha-params":               {kind: keyAny},
-	"ha-sync-mode":            {kind: keyEnum, enum: []string{"manual", "automatic"}, what: "ha-sync-mode value"},
-	"ha-sync-batch-size":      {kind: keyPositive, what: "ha-sync-batch-size value"},
-	"ha-promote-on-shutdown":  {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-shutdown value"},
-	"ha-promote-on-failure":   {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-failure value"},
+	// A quorum queue's (quorumPolicyArgs), with no argument to merge into:
+	// a classic queue refuses x-dead-letter-strategy.
+	"dead-letter-strategy":   {kind: keyEnum, enum: []string{"at-most-once", "at-least-once"}, what: "dead letter strategy"},
+	"queue-mode":             {kind: keyEnum, enum: []string{"default", "lazy"}, what: "queue-mode value"},
+	"ha-mode":                {kind: keyEnum, enum: []string{"all", "exactly", "nodes"}, what: "ha-mode value"},
+	"ha-params":              {kind: keyAny},
+	"ha-sync-mode":           {kind: keyEnum, enum: []string{"manual", "automatic"}, what: "ha-sync-mode value"},
+	"ha-sync-batch-size":     {kind: keyPositive, what: "ha-sync-batch-size value"},
+	"ha-promote-on-shutdown": {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-shutdown value"},
+	"ha-promote-on-failure":  {kind: keyEnum, enum: []string{"when-synced", "always"}, what: "ha-promote-on-failure value"},
 	// Warren's own: how many in-sync replicas a mirrored queue needs to
 	// commit (design §6.3), 1 when absent.
 	"ha-min-isr": {kind: keyPositive, what: "ha-min-isr value"},
@@ -80,7 +83,6 @@ var policyKeys = map[string]policyKey{
 	"queue-version":               {kind: keyIntEnum, ints: []int64{1, 2}, what: "queue-version value"},
 	"queue-master-locator":        {kind: keyEnum, enum: []string{"min-masters", "client-local", "random"}, bad: "%s invalid queue-master-locator value"},
 	"queue-leader-locator":        {kind: keyEnum, enum: []string{"client-local", "balanced", "random", "least-leaders"}, what: "queue leader locator value"},
-	"dead-letter-strategy":        {kind: keyEnum, enum: []string{"at-most-once", "at-least-once"}, what: "dead letter strategy"},
 	"max-in-memory-length":        {kind: keyNonNeg, what: "maximum memory in bytes"}, // sic, RabbitMQ's text
 	"max-in-memory-bytes":         {kind: keyNonNeg, what: "maximum memory in bytes"},
 	"initial-cluster-size":        {kind: keyNonNeg, what: "cluster size"},

@@ -297,8 +297,9 @@ func (q *Queue) expiryFor(ttl int64, clk *lazyClock) int64 {
 // atLimitLocked reports whether one more message of size bytes would exceed
 // the queue's length limits.
 func (q *Queue) atLimitLocked(size int) bool {
-	return (q.qa.maxLength >= 0 && int64(q.lengthLocked()) >= q.qa.maxLength) ||
-		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes+q.pagedBytes+size) > q.qa.maxLengthBytes)
+	dn, db := q.dlxLenLocked() // a quorum queue's dead letters held at least once count
+	return (q.qa.maxLength >= 0 && int64(q.lengthLocked()+dn) >= q.qa.maxLength) ||
+		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes+q.pagedBytes+db+size) > q.qa.maxLengthBytes)
 }
 
 // enforceLimitLocked drops the oldest messages (dead-lettered as maxlen)
@@ -783,6 +784,12 @@ type QueueInfo struct {
 	// (synchronised_slave_nodes).
 	Mirrored      bool
 	SyncedMirrors []string
+	// DeadLetterStrategy is a quorum queue's effective strategy
+	// (at-most-once, at-least-once, "" without a dead-letter exchange);
+	// DLXMessages and DLXBytes count what it holds at least once until its
+	// targets confirm (RabbitMQ's messages_dlx and message_bytes_dlx).
+	DeadLetterStrategy    string
+	DLXMessages, DLXBytes int
 }
 
 // Per-message bookkeeping a queue holds besides the body: the entry, the

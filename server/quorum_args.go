@@ -24,8 +24,8 @@ type quorumArgs struct {
 	groupSize int
 	// leaderLocator is x-queue-leader-locator as declared ("" when absent).
 	leaderLocator string
-	// atLeastOnceAsked: x-dead-letter-strategy at-least-once, served as
-	// at-most-once (checkDeadLetterStrategy).
+	// atLeastOnceAsked: x-dead-letter-strategy at-least-once, effective
+	// with a dead-letter exchange and reject-publish (quorumDLStrategy).
 	atLeastOnceAsked bool
 }
 
@@ -117,11 +117,7 @@ func parseQuorumArgs(name, vhost string, args amqp.Table, qa queueArgs) (queueAr
 }
 
 // checkDeadLetterStrategy is rabbit_amqqueue:check_dlxstrategy_arg; it
-// reports whether at-least-once was asked for. That strategy (settle a
-// dead-lettered message only once its target confirmed it) is not built:
-// the queue dead-letters at most once and logs so at every start
-// (quorumQueue), as RabbitMQ 3.10 does when at-least-once meets drop-head.
-// Refusing it would refuse RabbitMQ's own definitions exports.
+// reports whether at-least-once was asked for (quorum_dlx.go serves it).
 func checkDeadLetterStrategy(name, vhost string, args amqp.Table) (bool, *amqp.Error) {
 	v, ok := args["x-dead-letter-strategy"]
 	if !ok {

@@ -68,7 +68,22 @@ func (quorumKind) checkDeclare(vh *Vhost, name string, m *amqp.QueueDeclare, _ *
 // policyArgs: the policy keys that set arguments (policyKeys) are all ones
 // a quorum queue takes, so the classic merge applies.
 func (quorumKind) policyArgs(vh *Vhost, name string, declared amqp.Table, qa queueArgs, def map[string]any) queueArgs {
-	return effectiveQueueArgs(name, vh.name, declared, def, qa)
+	return quorumPolicyArgs(name, vh.name, declared, def, qa)
+}
+
+// quorumPolicyArgs adds to the classic merge the policy's
+// dead-letter-strategy, which the declared argument overrides
+// (rabbit_quorum_queue:dead_letter_handler, queueArgHasPrecedence).
+func quorumPolicyArgs(name, vhost string, declared amqp.Table, def map[string]any, qa queueArgs) queueArgs {
+	qa = effectiveQueueArgs(name, vhost, declared, def, qa)
+	s, ok := def["dead-letter-strategy"].(string)
+	if _, own := declared["x-dead-letter-strategy"]; own || !ok || qa.quorum == nil {
+		return qa
+	}
+	qq := *qa.quorum
+	qq.atLeastOnceAsked = s == dlStrategyAtLeastOnce
+	qa.quorum = &qq
+	return qa
 }
 
 // quorumJournal is what the classic code did to a quorum queue's messages
@@ -76,6 +91,11 @@ func (quorumKind) policyArgs(vh *Vhost, name string, declared amqp.Table, qa que
 type quorumJournal struct {
 	settle, ret, delivered []uint64
 	settled                int // settlements since the last compaction
+	// discard are the messages dead-lettered at least once since the last
+	// flush; dlx holds them until their targets confirm (quorum_dlx.go),
+	// nil unless that is the queue's effective strategy.
+	discard []quorumDiscard
+	dlx     *quorumDLX
 }
 
 func (j *quorumJournal) note(op byte, id uint64) {
@@ -204,8 +224,9 @@ func (h *quorumQueue) atLimit(m *Message) bool {
 	q := h.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return (q.qa.maxLength >= 0 && int64(q.lengthLocked()+n) >= q.qa.maxLength) ||
-		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes+bytes+m.size()) > q.qa.maxLengthBytes)
+	dn, db := q.dlxLenLocked()
+	return (q.qa.maxLength >= 0 && int64(q.lengthLocked()+dn+n) >= q.qa.maxLength) ||
+		(q.qa.maxLengthBytes >= 0 && int64(q.ready.bytes+db+bytes+m.size()) > q.qa.maxLengthBytes)
 }
 
 // whenDurable completes c once the ENQ at off is committed: at once if it
@@ -344,8 +365,8 @@ func (h *quorumQueue) flush() {
 	q := h.q
 	q.mu.Lock()
 	j := q.journal
-	settle, ret, delivered := j.settle, j.ret, j.delivered
-	j.settle, j.ret, j.delivered = nil, nil, nil
+	settle, ret, delivered, discard := j.settle, j.ret, j.delivered, j.discard
+	j.settle, j.ret, j.delivered, j.discard = nil, nil, nil, nil
 	compact := uint64(0)
 	if j.settled >= quorumCompactEvery {
 		j.settled = 0
@@ -358,6 +379,9 @@ func (h *quorumQueue) flush() {
 	}
 	if len(ret) > 0 {
 		recs = append(recs, encodeQuorumIDs(qrReturn, ret))
+	}
+	if len(discard) > 0 {
+		recs = append(recs, encodeQuorumDiscard(discard))
 	}
 	if len(settle) > 0 {
 		recs = append(recs, encodeQuorumIDs(qrSettle, settle))
@@ -394,6 +418,11 @@ func (q *Queue) firstLiveLocked() uint64 {
 		first = min(first, l.front().seq)
 	}
 	q.pending.each(func(m *queued) { first = min(first, m.seq) })
+	if x := q.journal.dlx; x != nil {
+		for id := range x.held {
+			first = min(first, id)
+		}
+	}
 	return first
 }
 
@@ -511,8 +540,12 @@ func (h *quorumQueue) consumerInfos() []ConsumerInfo {
 }
 
 func (h *quorumQueue) applyPolicy(def map[string]any) {
-	h.classicQueue.applyPolicy(def)
-	h.flush()
+	q := h.q
+	q.mu.Lock()
+	current := q.qa
+	q.mu.Unlock()
+	q.reconfigure(quorumPolicyArgs(q.name, q.vhost.name, q.declaredArgs(), def, current))
+	h.setDLStrategy()
 }
 
 // delete stops the queue, its replica and its log, and removes the log.
@@ -561,6 +594,11 @@ func (h *quorumQueue) close() error {
 		return nil
 	}
 	h.closed = true
+	h.q.mu.Lock()
+	if x := h.q.journal.dlx; x != nil {
+		x.stopLocked()
+	}
+	h.q.mu.Unlock()
 	r, l, waits := h.r, h.log, h.waits
 	h.r, h.log, h.waits, h.pend = nil, nil, nil, nil
 	if h.timer != nil {
@@ -646,9 +684,7 @@ func (h *quorumQueue) openFiles(srv *Server) error {
 	h.mu.Lock()
 	h.r = r
 	h.mu.Unlock()
-	if q.qa.quorum != nil && q.qa.quorum.atLeastOnceAsked {
-		vh.log.Warn("quorum queue dead-letters at most once: x-dead-letter-strategy at-least-once is not supported yet", "queue", q.name)
-	}
+	h.setDLStrategy()
 	return nil
 }
 
@@ -685,6 +721,10 @@ func (q *Queue) restoreQuorum(ms []*replayed, epoch uint64) []deadLetter {
 	// settlement of another leadership's delivery (a client acking after
 	// a failover) finds nothing here instead of another message.
 	q.pending.next = max(q.pending.next, epoch<<quorumEpochShift)
+	j := q.journal
+	if s, _ := quorumDLStrategy(&q.qa); s == dlStrategyAtLeastOnce && j.dlx == nil {
+		j.dlx = newQuorumDLX()
+	}
 	for _, r := range ms {
 		m := &Message{Exchange: r.enq.exchange, RoutingKey: r.enq.key,
 			RawProps: slices.Clone(r.enq.props), Body: slices.Clone(r.enq.body), ttl: r.enq.ttl}
@@ -692,6 +732,20 @@ func (q *Queue) restoreQuorum(ms []*replayed, epoch uint64) []deadLetter {
 		if r.out {
 			qm.deliveries++
 			qm.redelivered = true
+		}
+		q.nextSeq = max(q.nextSeq, r.off)
+		if r.discarded != "" {
+			// Dead-lettered at least once and not confirmed: the new
+			// leader publishes it again, or at most once if the strategy
+			// changed meanwhile.
+			d := deadLetter{m: qm, reason: r.discarded}
+			if j.dlx != nil {
+				j.dlx.addLocked(d, true)
+			} else {
+				j.note(qrSettle, r.off)
+				q.dead = append(q.dead, d)
+			}
+			continue
 		}
 		t := q.qa.messageTTL
 		if r.enq.ttl >= 0 && (t < 0 || r.enq.ttl < t) {
@@ -746,4 +800,15 @@ func (h *quorumQueue) addReplicas(info *QueueInfo) {
 			}
 		}
 	}
+	if h.mirrored {
+		return // a classic queue has no dead-letter strategy
+	}
+	q := h.q
+	q.mu.Lock()
+	info.DeadLetterStrategy, _ = quorumDLStrategy(&q.qa)
+	if info.DLXMessages == 0 {
+		// A forwarded status carries the leader's figures.
+		info.DLXMessages, info.DLXBytes = q.dlxLenLocked()
+	}
+	q.mu.Unlock()
 }

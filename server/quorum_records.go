@@ -22,6 +22,9 @@ import (
 //	          consumer's channel closing): each adds one to the delivery count
 //	DELIVERED ids delivered to a consumer or basic.get with acks: they
 //	          come back redelivered after a failover or restart
+//	DISCARD   ids dead-lettered at least once (quorum_dlx.go), each with
+//	          its reason: they wait in the log, out of the queue, until
+//	          their SETTLE once the dead-letter targets confirmed them
 //
 // An id list is a count and the ascending ids, delta-encoded. A message is
 // named by its ENQ record's offset (its seq in the queue), the same on
@@ -42,7 +45,20 @@ const (
 	qrSettle    = 2
 	qrReturn    = 3
 	qrDelivered = 4
+	qrDiscard   = 5
 )
+
+// Dead-letter reasons as DISCARD records store them, by code.
+var quorumReasons = []string{1: reasonRejected, 2: reasonExpired, 3: reasonMaxLen, 4: reasonDeliveryLimit}
+
+func quorumReasonCode(reason string) byte {
+	for i, r := range quorumReasons {
+		if r == reason && i > 0 {
+			return byte(i)
+		}
+	}
+	return 0
+}
 
 // quorumEnq is an ENQ record's content.
 type quorumEnq struct {
@@ -81,6 +97,37 @@ func encodeQuorumIDs(op byte, ids []uint64) []byte {
 		prev = id
 	}
 	return b
+}
+
+// quorumDiscard is one entry of a DISCARD record.
+type quorumDiscard struct {
+	id     uint64
+	reason string
+}
+
+// encodeQuorumDiscard encodes a DISCARD record of ds (sorted in place).
+func encodeQuorumDiscard(ds []quorumDiscard) []byte {
+	slices.SortFunc(ds, func(a, b quorumDiscard) int { return cmpUint64(a.id, b.id) })
+	b := make([]byte, 0, 4+3*len(ds))
+	b = append(b, quorumRecordVersion, qrDiscard)
+	b = binary.AppendUvarint(b, uint64(len(ds)))
+	prev := uint64(0)
+	for _, d := range ds {
+		b = binary.AppendUvarint(b, d.id-prev)
+		b = append(b, quorumReasonCode(d.reason))
+		prev = d.id
+	}
+	return b
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 var errQuorumRecord = errors.New("malformed quorum queue record")
@@ -122,11 +169,27 @@ func (r *quorumReader) bytes() []byte {
 	return v
 }
 
+func (r *quorumReader) reason() string {
+	if len(r.b) == 0 || int(r.b[0]) >= len(quorumReasons) || r.b[0] == 0 {
+		r.err = errQuorumRecord
+		return ""
+	}
+	s := quorumReasons[r.b[0]]
+	r.b = r.b[1:]
+	return s
+}
+
 // decodeQuorumRecord splits a record into its operation and either its
-// ENQ content or its ids. The ENQ's slices alias data.
+// ENQ content or its ids (a DISCARD's reasons in reasons, by index). The
+// ENQ's slices alias data.
 func decodeQuorumRecord(data []byte) (op byte, enq quorumEnq, ids []uint64, err error) {
+	op, enq, ids, _, err = decodeQuorumRecordReasons(data)
+	return op, enq, ids, err
+}
+
+func decodeQuorumRecordReasons(data []byte) (op byte, enq quorumEnq, ids []uint64, reasons []string, err error) {
 	if len(data) < 2 || data[0] != quorumRecordVersion {
-		return 0, enq, nil, fmt.Errorf("%w: version %v", errQuorumRecord, data[:min(len(data), 1)])
+		return 0, enq, nil, nil, fmt.Errorf("%w: version %v", errQuorumRecord, data[:min(len(data), 1)])
 	}
 	op = data[1]
 	r := quorumReader{b: data[2:]}
@@ -135,24 +198,27 @@ func decodeQuorumRecord(data []byte) (op byte, enq quorumEnq, ids []uint64, err 
 		enq.ts, enq.ttl = r.varint(), r.varint()
 		enq.exchange, enq.key = string(r.bytes()), string(r.bytes())
 		enq.props, enq.body = r.bytes(), r.bytes()
-	case qrSettle, qrReturn, qrDelivered:
+	case qrSettle, qrReturn, qrDelivered, qrDiscard:
 		n := r.uvarint()
 		if n > uint64(len(r.b)) {
-			return op, enq, nil, errQuorumRecord
+			return op, enq, nil, nil, errQuorumRecord
 		}
 		ids = make([]uint64, 0, n)
 		prev := uint64(0)
 		for range n {
 			prev += r.uvarint()
 			ids = append(ids, prev)
+			if op == qrDiscard {
+				reasons = append(reasons, r.reason())
+			}
 		}
 	default:
-		return op, enq, nil, fmt.Errorf("%w: operation %d", errQuorumRecord, op)
+		return op, enq, nil, nil, fmt.Errorf("%w: operation %d", errQuorumRecord, op)
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errQuorumRecord
 	}
-	return op, enq, ids, r.err
+	return op, enq, ids, reasons, r.err
 }
 
 // replayed is one live message rebuilt from the log.
@@ -163,6 +229,9 @@ type replayed struct {
 	// seen: it was ever delivered; out: delivered and not returned since
 	// (its consumer was lost with the node that served it).
 	seen, out bool
+	// discarded is the reason of its DISCARD: it waits for its dead-letter
+	// targets' confirms, out of the queue ("" when it is in the queue).
+	discarded string
 }
 
 // replayQuorumLog rebuilds the live messages of a quorum queue from its
@@ -175,7 +244,7 @@ func replayQuorum(l replica.Log) ([]*replayed, error) {
 		if rec.Kind != replica.KindData {
 			return true
 		}
-		op, enq, ids, derr := decodeQuorumRecord(rec.Data)
+		op, enq, ids, reasons, derr := decodeQuorumRecordReasons(rec.Data)
 		if derr != nil {
 			// A record the log kept intact that this code cannot read:
 			// refuse to serve a guess of the queue.
@@ -202,6 +271,14 @@ func replayQuorum(l replica.Log) ([]*replayed, error) {
 					m.seen, m.out = true, true
 				}
 			}
+		case qrDiscard:
+			// A DISCARD after its id's SETTLE (two flushes that reached
+			// the log out of order) finds nothing: the targets confirmed.
+			for i, id := range ids {
+				if m := live[id]; m != nil {
+					m.discarded, m.out = reasons[i], false
+				}
+			}
 		}
 		return true
 	})
@@ -212,14 +289,6 @@ func replayQuorum(l replica.Log) ([]*replayed, error) {
 	for _, m := range live {
 		out = append(out, m)
 	}
-	slices.SortFunc(out, func(a, b *replayed) int {
-		switch {
-		case a.off < b.off:
-			return -1
-		case a.off > b.off:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *replayed) int { return cmpUint64(a.off, b.off) })
 	return out, nil
 }

@@ -110,7 +110,7 @@ func (h *quorumQueue) becomeLeader() {
 	h.fwd = nil
 	epoch := h.place.Epoch
 	h.mu.Unlock()
-	q.publishDeadLetters(dead) // with h.mu released: a DLX may route back here
+	q.publishDeadLetters(dead) // with h.mu released: a DLX may route back here; kicks the dlx set
 	h.flush()
 	q.vhost.log.Info("quorum queue leader here", "queue", q.name, "messages", len(ms), "epoch", epoch)
 }
@@ -126,6 +126,9 @@ func (h *quorumQueue) stepDown(srv *Server, leader string) {
 	q.ready.drain()
 	q.pending.drop()
 	q.unacked = tally{}
+	if q.journal.dlx != nil {
+		q.journal.dlx.stopLocked() // the new leader publishes them
+	}
 	*q.journal = quorumJournal{}
 	q.mu.Unlock()
 	h.mu.Lock()
