@@ -238,3 +238,26 @@ func replayOps(l replica.Log, op byte) (int, error) {
 	})
 	return n, err
 }
+
+// TestQuorumDeadLetterStrategyPolicy: a policy's dead-letter-strategy,
+// dead-letter-exchange and overflow make a quorum queue dead-letter at
+// least once (a rejected message is held); a declared
+// x-dead-letter-strategy wins over the policy's.
+func TestQuorumDeadLetterStrategyPolicy(t *testing.T) {
+	ts := startServer(t)
+	_, ch := ts.channel(t)
+	declareQuorum(t, ch, "p.q", nil)
+	declareQuorum(t, ch, "p.own", amqp091.Table{"x-dead-letter-strategy": "at-most-once"})
+	if _, err := ts.PutPolicy(Policy{Vhost: "/", Name: "alo", Pattern: "^p\\.", ApplyTo: ApplyToQueues, Definition: map[string]any{
+		"dead-letter-strategy": "at-least-once", "dead-letter-exchange": "dlx", "overflow": "reject-publish"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	vh := ts.Vhost("/")
+	waitFor(t, 5*time.Second, "the policy's strategy", func() bool {
+		return vh.queue("p.q").Status().DeadLetterStrategy == "at-least-once" &&
+			vh.queue("p.own").Status().DeadLetterStrategy == "at-most-once"
+	})
+	publishConfirmedBodies(t, ch, "p.q", 1, func(int) string { return "m" })
+	rejectAll(t, ch, "p.q", 1)
+	waitFor(t, 5*time.Second, "the rejected message held", func() bool { return vh.queue("p.q").Info().DLXMessages == 1 })
+}
