@@ -235,3 +235,44 @@ func TestClusterQuorumQueuePlacement(t *testing.T) {
 		t.Fatalf("%s holds no replica of qb but has one open, or no proxy", outside.name)
 	}
 }
+
+// TestClusterQuorumLeaderLocator: three quorum queues declared on one
+// node with x-queue-leader-locator balanced get a leader on each of the
+// three nodes (the replica leading the fewest), each with three distinct
+// replicas, and serve a publish and a get through the declaring node;
+// client-local keeps the leader on the declaring node.
+func TestClusterQuorumLeaderLocator(t *testing.T) {
+	nodes := startTestCluster(t, 3, 3)
+	_, ch := nodes[0].channel(t)
+	leaders := make(map[string]bool)
+	for i := range 3 {
+		name := "bal" + strconv.Itoa(i)
+		declareQuorum(t, ch, name, amqp091.Table{"x-queue-leader-locator": "balanced"})
+		waitFor(t, 10*time.Second, name+" placed", func() bool {
+			l, _, rs := quorumPlacementOn(nodes[0], name)
+			return l != "" && len(rs) == 3
+		})
+		l, _, rs := quorumPlacementOn(nodes[0], name)
+		if rs[0] == rs[1] || rs[1] == rs[2] || rs[0] == rs[2] {
+			t.Fatalf("%s: replicas %v, a node twice", name, rs)
+		}
+		leaders[l] = true
+	}
+	if len(leaders) != 3 {
+		t.Fatalf("balanced leaders %v, want one on each node", leaders)
+	}
+	declareQuorum(t, ch, "local", amqp091.Table{"x-queue-leader-locator": "client-local"})
+	if l, _, _ := quorumPlacementOn(nodes[0], "local"); l != nodes[0].name {
+		t.Fatalf("client-local leader %s, want %s", l, nodes[0].name)
+	}
+	for i := range 3 {
+		name := "bal" + strconv.Itoa(i)
+		_, pch := nodes[0].channel(t) // a confirm listener per publish run
+		publishConfirmedBodies(t, pch, name, 1, func(int) string { return name })
+		waitFor(t, 10*time.Second, "a get of "+name, func() bool {
+			d, ok, err := ch.Get(name, true)
+			must(t, err)
+			return ok && string(d.Body) == name
+		})
+	}
+}

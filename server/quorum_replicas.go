@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"github.com/warrenmq/warren/cluster/replica"
@@ -87,7 +88,8 @@ func (s *Server) placeQuorum(c Command) Command {
 	if n, ok := intArg(args["x-quorum-initial-group-size"]); ok && n > 0 {
 		size = int(min(n, 1<<16))
 	}
-	p := s.quorumPlacement(size)
+	locator, _ := args["x-queue-leader-locator"].(string)
+	p := s.quorumPlacement(size, locator)
 	d.Placement = &p
 	if d.Node == "" {
 		d.Node = p.Leader
@@ -95,18 +97,56 @@ func (s *Server) placeQuorum(c Command) Command {
 	return d
 }
 
-// quorumPlacement places a new quorum queue of size replicas: the leader
-// is this node (client-local, RabbitMQ's default locator), the others the
-// alive cluster members holding the fewest replicas; all are in sync at
-// epoch 1, and a majority must stay in sync for commits.
-func (s *Server) quorumPlacement(size int) replica.Placement {
+// quorumPlacement places a new quorum queue of size replicas
+// (rabbit_queue_location:select_leader_and_followers): this node and the
+// alive cluster members holding the fewest replicas, each node once; the
+// leader is this node (client-local, the default) or, for balanced (and
+// its 3.10 aliases random and least-leaders), the replica leading the
+// fewest quorum queues while the node has fewer than
+// quorumRandomLeaderFrom queues, else a random replica. All are in sync
+// at epoch 1, and a majority must stay in sync for commits.
+func (s *Server) quorumPlacement(size int, locator string) replica.Placement {
 	self := s.cfg.NodeName
 	nodes := []string{self}
 	if s.cluster != nil {
 		nodes = append(nodes, s.quorumCandidates(size-1)...)
 	}
-	return replica.Placement{Replicas: nodes, Leader: self, Epoch: 1,
+	leader := self
+	switch locator {
+	case "balanced", "random", "least-leaders":
+		leader = s.balancedLeader(nodes)
+	}
+	return replica.Placement{Replicas: nodes, Leader: leader, Epoch: 1,
 		ISR: append([]string(nil), nodes...), MinISR: len(nodes)/2 + 1, Version: 1}
+}
+
+// quorumRandomLeaderFrom is RabbitMQ's queue_count_start_random_selection:
+// from this many queues on, balanced picks a random leader instead of
+// counting each node's leaders.
+const quorumRandomLeaderFrom = 1000
+
+// balancedLeader is the balanced locator's choice among replicas.
+func (s *Server) balancedLeader(replicas []string) string {
+	leaders := make(map[string]int, len(replicas))
+	count := 0
+	for _, vh := range s.Vhosts() {
+		for _, q := range vh.Queues() {
+			count++
+			if h, ok := q.quorumHandle(); ok {
+				leaders[h.placement().Leader]++
+			}
+		}
+	}
+	if count >= quorumRandomLeaderFrom {
+		return replicas[rand.IntN(len(replicas))]
+	}
+	best := replicas[0]
+	for _, n := range replicas[1:] {
+		if leaders[n] < leaders[best] {
+			best = n
+		}
+	}
+	return best
 }
 
 // setQuorumPlacement gives a quorum queue being built its placement.
