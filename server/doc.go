@@ -89,8 +89,9 @@
 // grow, shrink, transfer, rebalance), drain and revive, re-attaching
 // consumers after a failover (consumers of the old leader are cancelled
 // and must re-subscribe), resending a non-leader's unconfirmed forwarded
-// publishes to the new leader (they are nacked), the balanced leader
-// locator (placement is client-local), and replicated streams.
+// publishes to the new leader (they are nacked), the queue-leader-locator
+// policy key (x-queue-leader-locator balanced is applied), and replicated
+// streams.
 //
 // Mirrored classic queues (mirror.go): in a cluster, a durable,
 // non-exclusive classic queue matched at declare by an ha-* policy runs
