@@ -31,6 +31,11 @@ type unavailability struct {
 	T             int64    `json:"t"` // Unix nanoseconds
 	At            string   `json:"at"`
 	NextConfirmMs int64    `json:"next_confirm_ms"` // -1: none followed
+	// Faults only (-1 otherwise or when none followed before the next
+	// fault): the next confirm through a node the fault left alone, and
+	// the longest time over the work queues to such a confirm of each.
+	MajorityNextConfirmMs int64 `json:"majority_next_confirm_ms"`
+	FailoverMs            int64 `json:"failover_ms"`
 }
 
 // summary is <run>/summary.json.
@@ -55,6 +60,7 @@ type summary struct {
 	CommittedReturned int              `json:"committed_acks_returned"`
 	Unavailability    []unavailability `json:"unavailability"`
 	MaxUnavailableMs  int64            `json:"max_unavailable_ms"`
+	MaxFailoverMs     int64            `json:"max_failover_ms"`
 	ViolationCount    int              `json:"violation_count"` // all found; Violations keeps maxReported of each kind
 	Violations        []violation      `json:"violations"`
 }
@@ -80,7 +86,7 @@ func runCheck(dir string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "warren-chaos check:", err)
 		return exitSetup
 	}
-	s := check(hist, nem, cfg.Scope, filepath.Join(dir, "definitions-%s.html"))
+	s := check(hist, nem, cfg.Scope, cfg.QueueType, filepath.Join(dir, "definitions-%s.html"))
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
@@ -102,6 +108,12 @@ func printSummary(w io.Writer, dir string, s summary) {
 	if s.MinorityRefusals+s.MinorityAnswers > 0 {
 		fmt.Fprintf(w, "cut-off nodes: %d definition changes refused with 541, %d answered from their frozen state\n", s.MinorityRefusals, s.MinorityAnswers)
 	}
+	for _, u := range s.Unavailability {
+		if u.Event == "fault" {
+			fmt.Fprintf(w, "fault %s %v at %s: next confirm %d ms, on the other nodes %d ms, every queue confirming there again %d ms\n",
+				u.Kind, u.Nodes, u.At, u.NextConfirmMs, u.MajorityNextConfirmMs, u.FailoverMs)
+		}
+	}
 	fmt.Fprintf(w, "lost %d, unexpected %d, bad duplicates %d, committed acks returned %d, violations %d (%d shown)\n",
 		s.Lost, s.Unexpected, s.BadDuplicates, s.CommittedReturned, s.ViolationCount, len(s.Violations))
 	for _, v := range s.Violations {
@@ -116,7 +128,7 @@ func printSummary(w io.Writer, dir string, s summary) {
 // check runs every check over one history and its nemesis log. htmlPattern
 // (with %s for the partition) is where a non-linearizable definitions
 // partition is drawn; "" draws none.
-func check(hist []Event, nem []nemesisEvent, scope, htmlPattern string) summary {
+func check(hist []Event, nem []nemesisEvent, scope, queueType, htmlPattern string) summary {
 	sort.SliceStable(hist, func(i, j int) bool { return hist[i].T < hist[j].T })
 	var s summary
 	var v []violation
@@ -146,6 +158,9 @@ func check(hist []Event, nem []nemesisEvent, scope, htmlPattern string) summary 
 	add("definitions-not-linearizable", checkDefinitions(hist, scope, htmlPattern, &s)...)
 	if scope == "cluster" {
 		add("minority-accepted-change", checkMinority(hist, nem, &s)...)
+		if queueType == "quorum" {
+			add("minority-confirm", checkMinorityConfirms(hist, nem)...)
+		}
 	}
 	for _, e := range nem {
 		switch e.Event {
@@ -159,6 +174,10 @@ func check(hist []Event, nem []nemesisEvent, scope, htmlPattern string) summary 
 		}
 	}
 	s.Unavailability, s.MaxUnavailableMs = unavailable(hist, nem)
+	failover(hist, nem, s.Unavailability)
+	for _, u := range s.Unavailability {
+		s.MaxFailoverMs = max(s.MaxFailoverMs, u.FailoverMs)
+	}
 	add("no-confirm-after-heal", neverAvailable(hist, s.Unavailability)...)
 	s.Violations = v
 	if s.Violations == nil {

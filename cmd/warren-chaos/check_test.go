@@ -71,7 +71,7 @@ func TestCheckCleanHistoryPasses(t *testing.T) {
 	b.def("def-0", "declare", "q", "", evOK).def("def-0", "bind", "q", "k0", evOK)
 	b.def("def-1", "bindings", "q", "", evOK, "k0").def("def-1", "delete", "q", "", evOK)
 	b.def("def-0", "exists", "q", "", evFail).def("def-0", "bind", "q", "k1", evFail)
-	s := check(b.hist, nil, "node", "")
+	s := check(b.hist, nil, "node", "classic", "")
 	wantKinds(t, s)
 	if s.Confirmed != 2 || s.Recovered != 1 || s.Redeliveries != 1 || s.PublishUnknown != 1 || s.DefinitionOps != 6 {
 		t.Errorf("summary %+v", s)
@@ -81,7 +81,7 @@ func TestCheckCleanHistoryPasses(t *testing.T) {
 func TestCheckFindsLostMessage(t *testing.T) {
 	b := &histBuilder{}
 	b.publish("m1", evOK).publish("m2", evOK).deliver("m1", false)
-	s := check(b.hist, nil, "node", "")
+	s := check(b.hist, nil, "node", "classic", "")
 	wantKinds(t, s, "lost:m2")
 	if len(s.Violations[0].Events) != 2 {
 		t.Errorf("lost violation should quote the publish invoke and confirm: %+v", s.Violations[0])
@@ -91,27 +91,27 @@ func TestCheckFindsLostMessage(t *testing.T) {
 func TestCheckFindsUnexpectedMessage(t *testing.T) {
 	b := &histBuilder{}
 	b.publish("m1", evOK).deliver("m1", false).deliver("ghost", false)
-	wantKinds(t, check(b.hist, nil, "node", ""), "unexpected:ghost")
+	wantKinds(t, check(b.hist, nil, "node", "classic", ""), "unexpected:ghost")
 }
 
 func TestCheckFindsDuplicateWithoutRedelivered(t *testing.T) {
 	b := &histBuilder{}
 	b.publish("m1", evOK).deliver("m1", false).deliver("m1", false)
-	wantKinds(t, check(b.hist, nil, "node", ""), "duplicate-not-redelivered:m1")
+	wantKinds(t, check(b.hist, nil, "node", "classic", ""), "duplicate-not-redelivered:m1")
 }
 
 func TestCheckFindsCommittedAckReturned(t *testing.T) {
 	b := &histBuilder{}
 	b.publish("m1", evOK).publish("m2", evOK).deliver("m1", false).deliver("m2", false)
 	b.commit("m1", "m2").deliver("m2", true) // redelivered, but its ack was committed
-	wantKinds(t, check(b.hist, nil, "node", ""), "committed-ack-returned:m2")
+	wantKinds(t, check(b.hist, nil, "node", "classic", ""), "committed-ack-returned:m2")
 }
 
 func TestCheckFindsDrainFailureAndNodeExit(t *testing.T) {
 	b := &histBuilder{}
 	b.add(Event{Proc: "drain", Type: evFail, F: "drain", Node: "w2", Err: "no answer"})
 	nem := []nemesisEvent{{T: 1, Event: "node-exit", Nodes: []string{"w1"}, Err: "exit status 1"}}
-	wantKinds(t, check(b.hist, nem, "node", ""), "drain-incomplete:w2", "node-exit:[w1]")
+	wantKinds(t, check(b.hist, nem, "node", "classic", ""), "drain-incomplete:w2", "node-exit:[w1]")
 }
 
 // A queue seen missing after its declare-ok, with no delete in between, is
@@ -120,7 +120,7 @@ func TestCheckFindsNonLinearizableDefinitions(t *testing.T) {
 	b := &histBuilder{}
 	b.def("def-0", "declare", "q", "", evOK).def("def-1", "exists", "q", "", evFail)
 	b.def("def-0", "declare", "r", "", evOK).def("def-0", "bind", "r", "k0", evOK).def("def-1", "bindings", "r", "", evOK)
-	s := check(b.hist, nil, "node", "")
+	s := check(b.hist, nil, "node", "classic", "")
 	wantKinds(t, s, "definitions-not-linearizable:w1/q", "definitions-not-linearizable:w1/r")
 	if len(s.Violations[0].Events) == 0 {
 		t.Errorf("violation names no operations: %+v", s.Violations[0])
@@ -133,7 +133,7 @@ func TestCheckUnknownDefinitionMayHaveHappened(t *testing.T) {
 	for _, seen := range []string{evOK, evFail} {
 		b := &histBuilder{}
 		b.def("def-0", "declare", "q", "", evUnknown).def("def-1", "exists", "q", "", seen)
-		wantKinds(t, check(b.hist, nil, "node", ""))
+		wantKinds(t, check(b.hist, nil, "node", "classic", ""))
 	}
 }
 
@@ -160,12 +160,12 @@ func TestCheckDefinitionScope(t *testing.T) {
 	b := &histBuilder{}
 	b.def("def-0", "declare", "q", "", evOK)
 	b.defOn("w2", "def-1", "exists", "q", "", evFail, "")
-	wantKinds(t, check(b.hist, nil, "node", ""))
-	wantKinds(t, check(b.hist, nil, "cluster", "")) // w2 had not applied the declare yet
+	wantKinds(t, check(b.hist, nil, "node", "classic", ""))
+	wantKinds(t, check(b.hist, nil, "cluster", "classic", "")) // w2 had not applied the declare yet
 	b.defOn("w2", "def-1", "bind", "q", "k0", evOK, "")
 	b.defOn("w2", "def-1", "exists", "q", "", evFail, "") // after w2 applied a later change
-	wantKinds(t, check(b.hist, nil, "node", ""), "definitions-not-linearizable:w2/q")
-	wantKinds(t, check(b.hist, nil, "cluster", ""), "definitions-not-linearizable:q")
+	wantKinds(t, check(b.hist, nil, "node", "classic", ""), "definitions-not-linearizable:w2/q")
+	wantKinds(t, check(b.hist, nil, "cluster", "classic", ""), "definitions-not-linearizable:q")
 }
 
 // A cluster's 404 for a queue whose home is down says the queue exists.
@@ -173,10 +173,10 @@ func TestCheckHomeDownMeansExists(t *testing.T) {
 	b := &histBuilder{}
 	b.def("def-0", "declare", "q", "", evOK).defOn("w1", "def-0", "delete", "q", "", evFail, errHomeDown)
 	b.defOn("w1", "def-0", "bind", "q", "k0", evOK, "")
-	wantKinds(t, check(b.hist, nil, "cluster", ""))
+	wantKinds(t, check(b.hist, nil, "cluster", "classic", ""))
 	b = &histBuilder{}
 	b.defOn("w1", "def-0", "exists", "r", "", evFail, errHomeDown) // r was never declared
-	wantKinds(t, check(b.hist, nil, "cluster", ""), "definitions-not-linearizable:r")
+	wantKinds(t, check(b.hist, nil, "cluster", "classic", ""), "definitions-not-linearizable:r")
 }
 
 // A node cut from the majority may answer from its frozen state but must
@@ -191,14 +191,14 @@ func TestCheckMinorityAcceptedChange(t *testing.T) {
 	b.defOn("w1", "def-0", "bind", "q", "k1", evUnknown, "Exception (541) Reason: \"INTERNAL_ERROR - failed to bind ... ("+noMajorityText+": no Raft majority within 10s)\"")
 	nem := []nemesisEvent{{T: cut, Event: "fault", Family: "partition", Kind: "majority-minority", Nodes: []string{"w1"}},
 		{T: b.t + 1_000_000_000, Event: "heal", Family: "partition", Kind: "majority-minority", Nodes: []string{"w1"}}}
-	s := check(b.hist, nem, "cluster", "")
+	s := check(b.hist, nem, "cluster", "classic", "")
 	wantKinds(t, s)
 	if s.MinorityRefusals != 1 || s.MinorityAnswers != 2 {
 		t.Errorf("minority refusals %d answers %d, want 1 and 2", s.MinorityRefusals, s.MinorityAnswers)
 	}
 	b.defOn("w1", "def-0", "delete", "q", "", evOK, "")
 	nem[1].T = b.t + 1
-	wantKinds(t, check(b.hist, nem, "cluster", ""), "minority-accepted-change:0/w1/q")
+	wantKinds(t, check(b.hist, nem, "cluster", "classic", ""), "minority-accepted-change:0/w1/q")
 }
 
 func TestUnavailabilityIsTimeToNextConfirm(t *testing.T) {
@@ -208,7 +208,7 @@ func TestUnavailabilityIsTimeToNextConfirm(t *testing.T) {
 	b.t = 1500 + 3_000_000_000 - 1000
 	b.publish("m2", evOK) // confirm 3 s after the fault
 	b.deliver("m1", false).deliver("m2", false)
-	s := check(b.hist, nem, "node", "")
+	s := check(b.hist, nem, "node", "classic", "")
 	if len(s.Unavailability) != 2 || s.Unavailability[0].NextConfirmMs != 0 || s.Unavailability[1].NextConfirmMs != 2999 {
 		t.Errorf("unavailability %+v", s.Unavailability)
 	}
@@ -225,12 +225,12 @@ func TestCheckFindsNoConfirmAfterHeal(t *testing.T) {
 	heal := b.t + 1000
 	nem := []nemesisEvent{{T: heal - 500, Event: "fault", Family: "disk", Kind: "full", Nodes: []string{"w1"}},
 		{T: heal, Event: "heal", Family: "disk", Kind: "full", Nodes: []string{"w1"}}}
-	wantKinds(t, check(b.hist, nem, "node", "")) // no publish after it: the run's end
+	wantKinds(t, check(b.hist, nem, "node", "classic", "")) // no publish after it: the run's end
 	b.t = heal + int64(healGrace) + 1
 	b.publish("m2", evFail)
-	wantKinds(t, check(b.hist, nem, "node", ""), "no-confirm-after-heal:[w1]")
+	wantKinds(t, check(b.hist, nem, "node", "classic", ""), "no-confirm-after-heal:[w1]")
 	b.publish("m3", evOK).deliver("m3", false)
-	wantKinds(t, check(b.hist, nem, "node", ""))
+	wantKinds(t, check(b.hist, nem, "node", "classic", ""))
 	// Publishes that fail only after the next fault began do not count
 	// against the heal (a cluster run cut the same node off again).
 	b = &histBuilder{}
@@ -242,5 +242,5 @@ func TestCheckFindsNoConfirmAfterHeal(t *testing.T) {
 		{T: next, Event: "fault", Family: "partition", Kind: "majority-minority", Nodes: []string{"w1"}}}
 	b.t = heal + int64(healGrace) + 1
 	b.publish("m2", evUnknown)
-	wantKinds(t, check(b.hist, nem, "node", ""))
+	wantKinds(t, check(b.hist, nem, "node", "classic", ""))
 }
