@@ -43,6 +43,11 @@ var quorumConfirmTimeout = 30 * time.Second
 // reaching quorum queues, so their publishes stay uncommitted.
 var testHookQuorumHoldCommits atomic.Bool
 
+// testHookQuorumDropDelivered, set by a test, keeps DELIVERED, RETURN and
+// SETTLE records out of the log: a leader that dies right after a
+// delivery, before the record reached any mirror.
+var testHookQuorumDropDelivered atomic.Bool
+
 // quorumSegmentSize is the segment size of a quorum queue's log: the log
 // reclaims whole segments below the first live message.
 var quorumSegmentSize int64 = 64 << 20
@@ -367,6 +372,11 @@ func (h *quorumQueue) flush() {
 	j := q.journal
 	settle, ret, delivered, discard := j.settle, j.ret, j.delivered, j.discard
 	j.settle, j.ret, j.delivered, j.discard = nil, nil, nil, nil
+	if testHookQuorumDropDelivered.Load() {
+		// As if the node died before these records left it (its
+		// shutdown's returns included).
+		settle, ret, delivered, discard = nil, nil, nil, nil
+	}
 	compact := uint64(0)
 	if j.settled >= quorumCompactEvery {
 		j.settled = 0
@@ -666,7 +676,7 @@ func (h *quorumQueue) openFiles(srv *Server) error {
 			l.Close()
 			return fmt.Errorf("quorum queue %q: %w", q.name, err)
 		}
-		q.publishDeadLetters(q.restoreQuorum(ms, p.Epoch))
+		q.publishDeadLetters(q.restoreQuorum(ms, p.Epoch, false))
 	default:
 		h.setForward(srv, p.Leader)
 	}
@@ -714,7 +724,13 @@ func openQuorumLog(vh *Vhost, name string) (replica.Log, string, error) {
 // redelivered when they were delivered or returned, a consumer's
 // delivery that was still outstanding counted as a return (the consumer
 // was lost with the node, as RabbitMQ counts a lost consumer's messages).
-func (q *Queue) restoreQuorum(ms []*replayed, epoch uint64) []deadLetter {
+//
+// elected (a leader taking over, from its own log or a mirror's) marks
+// every message redelivered: deliveries are sent before their DELIVERED
+// record is committed, so the log may not show one the last leader made,
+// and AMQP's redelivered means "may have been delivered before". Their
+// x-delivery-count stays as the log says.
+func (q *Queue) restoreQuorum(ms []*replayed, epoch uint64, elected bool) []deadLetter {
 	var clk lazyClock
 	q.mu.Lock()
 	// Delivery ids carry the leader's epoch in their high bits: a
@@ -728,7 +744,7 @@ func (q *Queue) restoreQuorum(ms []*replayed, epoch uint64) []deadLetter {
 	for _, r := range ms {
 		m := &Message{Exchange: r.enq.exchange, RoutingKey: r.enq.key,
 			RawProps: slices.Clone(r.enq.props), Body: slices.Clone(r.enq.body), ttl: r.enq.ttl}
-		qm := queued{msg: m, seq: r.off, deliveries: r.returns, redelivered: r.returns > 0 || r.seen}
+		qm := queued{msg: m, seq: r.off, deliveries: r.returns, redelivered: elected || r.returns > 0 || r.seen}
 		if r.out {
 			qm.deliveries++
 			qm.redelivered = true

@@ -106,7 +106,7 @@ func (h *quorumQueue) becomeLeader() {
 		q.vhost.log.Error("quorum queue: cannot rebuild from its log; not serving", "queue", q.name, "err", err)
 		return
 	}
-	dead := q.restoreQuorum(ms, h.place.Epoch)
+	dead := q.restoreQuorum(ms, h.place.Epoch, true)
 	h.fwd = nil
 	epoch := h.place.Epoch
 	h.mu.Unlock()

@@ -111,7 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.FaultMin, "fault-min", 10*time.Second, "shortest fault before its heal")
 	fs.DurationVar(&cfg.FaultMax, "fault-max", 30*time.Second, "longest fault before its heal")
 	fs.IntVar(&cfg.DiskMB, "disk-mb", 256, "size of each node's tmpfs data dir in the disk and mixed families")
-	fs.StringVar(&cfg.QueueType, "queue-type", "classic", "x-queue-type of the workload queue")
+	fs.StringVar(&cfg.QueueType, "queue-type", "classic", "x-queue-type of the work queues: classic or quorum")
 	fs.Int64Var(&cfg.MaxOps, "max-ops", 2_000_000, "most operations the workload invokes")
 	fs.IntVar(&cfg.Publishers, "publishers", 3, "confirming publishers")
 	fs.IntVar(&cfg.PubRate, "publish-rate", 500, "messages per second of each publisher (0: as fast as confirms come); bounds the history")
@@ -136,6 +136,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("-fault-min %v -fault-max %v: want 0 < min <= max", c.FaultMin, c.FaultMax)
 	case c.Duration <= 0 || c.MaxOps <= 0:
 		return errors.New("-duration and -max-ops must be positive")
+	case c.QueueType != "classic" && c.QueueType != "quorum":
+		// A stream needs consumers with offsets the workload does not have.
+		return fmt.Errorf("-queue-type %q: want classic or quorum", c.QueueType)
 	case c.Scope != "node" && c.Scope != "cluster":
 		return fmt.Errorf("-scope %q: want node or cluster", c.Scope)
 	case c.Publishers < 1 || c.Consumers < 1 || c.DefClients < 0 || c.PubRate < 0:
