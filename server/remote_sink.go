@@ -611,8 +611,14 @@ func (r *remoteQueues) handleSettle(_ context.Context, from string, payload []by
 		if rd.err != nil {
 			return nil, rd.err
 		}
-		if vh := r.s.Vhost(name); vh != nil && vh.storage != nil {
+		vh := r.s.Vhost(name)
+		if vh != nil && vh.storage != nil {
 			if err := vh.storage.waitRound(); err != nil {
+				return refusedAnswer(amqp.NewError(amqp.InternalError, 0, "settlements not stored: %v", err)), nil
+			}
+		}
+		if vh != nil {
+			if err := syncQuorumSettled(vh); err != nil {
 				return refusedAnswer(amqp.NewError(amqp.InternalError, 0, "settlements not stored: %v", err)), nil
 			}
 		}

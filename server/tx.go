@@ -45,14 +45,31 @@ func (ch *channel) txCommit(m *amqp.TxCommit) *amqp.Error {
 		}
 	}
 	homes := map[*homeLink]bool{}
+	quorums := map[*quorumQueue]bool{}
 	for _, s := range tx.settles {
 		ch.applySettle(s.ds, s.kind)
 		for _, d := range s.ds {
-			if rq, ok := d.q.(*remoteQueue); ok {
+			rq, remote := d.q.(*remoteQueue)
+			if qq, ok := d.q.(*quorumQueue); ok {
+				// Led elsewhere: its settlements were forwarded to the
+				// leader, which answers the mark as a home does.
+				if rq, remote = qq.forward(), true; rq == nil {
+					quorums[qq], remote = true, false
+				}
+			}
+			if remote {
 				if l := rq.r.link(rq.home); l != nil {
 					homes[l] = true
 				}
 			}
+		}
+	}
+	// Acks of quorum queues led here: committed in the queue's log, so a
+	// failover cannot bring them back (quorum_tx.go).
+	for q := range quorums {
+		if err := q.syncSettled(); err != nil {
+			ch.conn.vhost.log.Error("tx.commit: the acks of a quorum queue are not committed", "queue", q.q.name, "err", err)
+			return amqp.NewError(amqp.PreconditionFailed, m.ID(), "partial tx completion")
 		}
 	}
 	// Acks of deliveries from queues homed on other nodes are stored by
