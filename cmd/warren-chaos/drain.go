@@ -34,6 +34,13 @@ func recoverAndDrain(cfg config, nodes []*node, h *history) error {
 		// cluster the node that declared it.
 		n := nodes[i]
 		err := drainQueue(n, q, h)
+		// A node that has just healed may not see the queue's leader or
+		// home as alive yet (gossip catches up after the heal): its 404
+		// says so, and the drain asks again until drainTimeout.
+		for deadline := time.Now().Add(drainTimeout); isHomeDown(err) && time.Now().Before(deadline); {
+			time.Sleep(time.Second) // poll until the deadline
+			err = drainQueue(n, q, h)
+		}
 		e := Event{Proc: "drain", F: "drain", Node: n.name, Q: q}
 		if err != nil {
 			e.Type, e.Err = evFail, err.Error()
