@@ -2,6 +2,7 @@ package shovel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -95,7 +96,7 @@ func (l *link) openDest() error {
 	}
 	l.destChClosed = l.destCh.NotifyClose(make(chan *amqp.Error, 1))
 	if d.destQueue != "" {
-		if _, err := l.destCh.QueueDeclare(d.destQueue, true, false, false, false, d.destQueueArgs); err != nil {
+		if _, err := ensureQueue(l.dest, d.destQueue, d.destQueueArgs); err != nil {
 			return err
 		}
 	}
@@ -121,7 +122,7 @@ func (l *link) openSource() error {
 	queue := d.srcQueue
 	var q amqp.Queue
 	if queue != "" {
-		q, err = l.srcCh.QueueDeclare(queue, true, false, false, false, d.srcQueueArgs)
+		q, err = ensureQueue(l.src, queue, d.srcQueueArgs)
 	} else {
 		q, err = l.srcCh.QueueDeclare("", false, true, true, false, nil)
 		if err == nil {
@@ -142,6 +143,33 @@ func (l *link) openSource() error {
 	}
 	l.deliveries, err = l.srcCh.Consume(q.Name, consumerTag, d.ackMode == "no-ack", false, false, false, d.srcConsumeArgs)
 	return err
+}
+
+// ensureQueue is the plugin's ensure_queue/3: a passive declare, and a
+// durable declare with args only when the queue is not there, so a queue
+// declared with other arguments (imported definitions, policies' keys set
+// as arguments) is used as it is instead of failing the shovel with 406.
+// Each declare has its own channel, as a 404 closes the channel.
+func ensureQueue(c *amqp.Connection, name string, args amqp.Table) (amqp.Queue, error) {
+	ch, err := c.Channel()
+	if err != nil {
+		return amqp.Queue{}, err
+	}
+	q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+	if err == nil {
+		return q, ch.Close()
+	}
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || ae.Code != amqp.NotFound {
+		return q, err
+	}
+	if ch, err = c.Channel(); err != nil {
+		return q, err
+	}
+	if q, err = ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+		return q, err
+	}
+	return q, ch.Close()
 }
 
 // consumerTag is the shovel's tag on its source queue.
