@@ -230,3 +230,30 @@ func TestShovelStartsAtBoot(t *testing.T) {
 	publishN(t, b.url, "bt-src", "m", 10)
 	waitFor(t, 10*time.Second, "the messages moved", func() bool { return queueLength(t, b.url, "bt-dest") == 10 })
 }
+
+// Queues already there with arguments the shovel's definition does not
+// name (imported definitions, a queue declared by its application) are
+// used as they are, as the plugin's ensure_queue does with its passive
+// declare, instead of failing the shovel with 406 inequivalent arg.
+func TestShovelUsesExistingQueuesWithOtherArguments(t *testing.T) {
+	b := startBroker(t)
+	ch := channel(t, b.url)
+	for _, q := range []string{"ea-src", "ea-dest"} {
+		_, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-max-length": int64(1000)})
+		must(t, err)
+	}
+	must(t, ch.Confirm(false))
+	for i := 0; i < 10; i++ {
+		dc, err := ch.PublishWithDeferredConfirm("", "ea-src", false, false, amqpMsg("m"))
+		must(t, err)
+		if !dc.Wait() {
+			t.Fatal("publish nacked")
+		}
+	}
+	b.putShovel("existing", map[string]any{"src-uri": "amqp://", "src-queue": "ea-src",
+		"dest-uri": "amqp://", "dest-queue": "ea-dest", "src-delete-after": "queue-length"})
+	waitFor(t, 15*time.Second, "the shovel done and deleted", func() bool { return len(b.srv.Parameters()) == 0 })
+	if got := queueLength(t, b.url, "ea-dest"); got != 10 {
+		t.Errorf("moved %d messages, want 10", got)
+	}
+}
