@@ -174,8 +174,16 @@ func (s *Server) serveReplication(node *cluster.Node) error {
 	})
 }
 
-// quorumCandidates returns up to n alive cluster members other than this
-// node, those holding the fewest quorum replicas first (then by name).
+// quorumCandidates returns up to n cluster members other than this node to
+// hold a new quorum queue's mirrors: the members gossip sees alive first,
+// then those it sees dead or does not know yet, each group by the fewest
+// quorum replicas held (then by name). The members are the Raft
+// configuration's servers and gossip's members, less those that left: a
+// node that has just restarted knows its peers from its Raft log before
+// gossip has reached them, and a queue it placed on the alive ones only
+// would get no mirror at all and could never fail over (issue 15).
+// RabbitMQ 3.10 also places a quorum queue on the cluster's members
+// whether or not they run.
 func (s *Server) quorumCandidates(n int) []string {
 	if n <= 0 || s.cluster == nil || s.cluster.started.Load() == nil {
 		return nil
@@ -190,13 +198,32 @@ func (s *Server) quorumCandidates(n int) []string {
 			}
 		}
 	}
+	cn := s.cluster.started.Load()
+	alive := make(map[string]bool)
+	left := make(map[string]bool)
 	var out []string
-	for _, m := range s.cluster.started.Load().Members() {
-		if m.Name != s.cfg.NodeName && m.State == cluster.StateAlive {
-			out = append(out, m.Name)
+	add := func(name string) {
+		if name != s.cfg.NodeName && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	for _, m := range cn.Members() {
+		alive[m.Name] = m.State == cluster.StateAlive
+		left[m.Name] = m.State == cluster.StateLeft
+		if !left[m.Name] {
+			add(m.Name)
+		}
+	}
+	st := cn.Status()
+	for _, name := range append(st.Voters, st.NonVoters...) {
+		if !left[name] {
+			add(name)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
+		if alive[out[i]] != alive[out[j]] {
+			return alive[out[i]]
+		}
 		if held[out[i]] != held[out[j]] {
 			return held[out[i]] < held[out[j]]
 		}
