@@ -28,6 +28,7 @@ type Transport struct {
 	mu       sync.Mutex
 	handlers map[byte]func(net.Conn, peerInfo)
 	conns    map[net.Conn]struct{} // inbound connections still in handshake or a handler of ours
+	refused  map[string]time.Time  // cluster address → its latest refused dial (refused.go)
 
 	authFailures atomic.Uint64
 
@@ -75,6 +76,7 @@ func newTransport(cfg *Config, k keys, log *slog.Logger) (*Transport, error) {
 		log:      log,
 		handlers: make(map[byte]func(net.Conn, peerInfo)),
 		conns:    make(map[net.Conn]struct{}),
+		refused:  make(map[string]time.Time),
 		shutdown: make(chan struct{}),
 	}
 	return t, nil
@@ -166,6 +168,7 @@ func (t *Transport) serveConn(conn net.Conn) {
 		conn.Close()
 		return
 	}
+	t.noteContact(peer.addr)
 	t.mu.Lock()
 	h := t.handlers[class]
 	t.mu.Unlock()
@@ -187,6 +190,7 @@ func (t *Transport) Dial(ctx context.Context, addr string, class byte) (net.Conn
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
+	t.noteDial(addr, err)
 	if err != nil {
 		return nil, err
 	}

@@ -247,9 +247,16 @@ func (s *Server) nodeAlive(node string) bool {
 
 // electQuorumLeaders runs on the metadata leader (reapLoop): each quorum
 // queue whose leader's node is not alive gets a new leader from its
-// in-sync set, or stays down (no unclean election).
+// in-sync set, or stays down (no unclean election). A node is not alive
+// when gossip marks it dead (4 s of suspicion after its first missed
+// probe) or, sooner, when this node's dial to its cluster port was just
+// refused (cluster.Node.Refused): no process listens there, so the old
+// leader can write nothing more and need not be waited out (design §6.2).
 func (s *Server) electQuorumLeaders() {
-	live := func(n string) bool { return n == s.cfg.NodeName || s.nodeAlive(n) }
+	cn := s.cluster.started.Load()
+	live := func(n string) bool {
+		return n == s.cfg.NodeName || (s.nodeAlive(n) && (cn == nil || !cn.Refused(n)))
+	}
 	for _, vh := range s.Vhosts() {
 		for _, q := range vh.Queues() {
 			h, ok := q.quorumHandle()
