@@ -71,7 +71,7 @@ func (h *quorumQueue) applyPlacement(srv *Server, np replica.Placement) {
 		return
 	}
 	h.place = np
-	r := h.r
+	r, oldFwd := h.r, h.fwd
 	wasLeader := r != nil && h.fwd == nil && !h.starting
 	if np.Leader != self || np.Epoch > old.Epoch {
 		h.starting = false // the placement is newer than what the node started with
@@ -87,6 +87,9 @@ func (h *quorumQueue) applyPlacement(srv *Server, np replica.Placement) {
 		h.stepDown(srv, np.Leader)
 	case np.Leader != self && old.Leader != np.Leader:
 		h.setForward(srv, np.Leader)
+	}
+	if oldFwd != nil && old.Leader != np.Leader && srv.remote != nil {
+		srv.remote.dropConsumersOf(oldFwd)
 	}
 }
 

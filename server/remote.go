@@ -239,3 +239,25 @@ func (s *Server) NodeDown(node string) {
 		sink.lose(nil)
 	}
 }
+
+// dropConsumersOf cancels this node's consumers forwarded through h, a
+// quorum queue's proxy to a leader that no longer leads it (a new
+// placement): the old leader serves them no more, dead or deposed, and
+// their clients must re-subscribe to reach the new one. Waiting for
+// gossip to call the old node dead (NodeDown) kept them silent for
+// seconds after the failover.
+func (r *remoteQueues) dropConsumersOf(h *remoteQueue) {
+	r.mu.Lock()
+	var lost []*remoteConsumer
+	for key, rc := range r.consumers {
+		if rc.h == h {
+			lost = append(lost, rc)
+			delete(r.consumers, key)
+		}
+	}
+	r.mu.Unlock()
+	for _, rc := range lost {
+		rc.retire()
+		rc.c.sink.cancelled(rc.c)
+	}
+}
