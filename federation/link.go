@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/warrenmq/warren/internal/paramvalue"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -136,7 +137,7 @@ func (c *conns) close() {
 // one (this broker's listener as the internal user).
 func (l *link) connect() (*conns, error) {
 	c := &conns{}
-	uri, err := pickURI(l.spec.up.uris)
+	uri, err := paramvalue.PickURI(l.spec.up.uris)
 	if err != nil {
 		return c, err
 	}

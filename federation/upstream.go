@@ -3,7 +3,7 @@ package federation
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
+	"github.com/warrenmq/warren/internal/paramvalue"
 	"net/url"
 	"regexp"
 	"sort"
@@ -46,7 +46,7 @@ const (
 // defaults, then an upstream set member's over the upstream's.
 func (u *upstream) overlay(m map[string]any) {
 	if v, ok := m["uri"]; ok {
-		u.uris = uris(v)
+		u.uris = paramvalue.URIs(v)
 	}
 	if s, ok := m["exchange"].(string); ok {
 		u.exchange = s
@@ -57,19 +57,19 @@ func (u *upstream) overlay(m map[string]any) {
 	if s, ok := m["consumer-tag"].(string); ok {
 		u.consumerTag = s
 	}
-	if n, ok := number(m["prefetch-count"]); ok && n > 0 {
+	if n, ok := paramvalue.Number(m["prefetch-count"]); ok && n > 0 {
 		u.prefetch = int(n)
 	}
-	if n, ok := number(m["reconnect-delay"]); ok && n >= 0 {
+	if n, ok := paramvalue.Number(m["reconnect-delay"]); ok && n >= 0 {
 		u.reconnectDelay = time.Duration(n * float64(time.Second))
 	}
-	if n, ok := number(m["max-hops"]); ok && n >= 1 {
+	if n, ok := paramvalue.Number(m["max-hops"]); ok && n >= 1 {
 		u.maxHops = int(n)
 	}
-	if n, ok := number(m["expires"]); ok && n >= 1 {
+	if n, ok := paramvalue.Number(m["expires"]); ok && n >= 1 {
 		u.expires = int64(n)
 	}
-	if n, ok := number(m["message-ttl"]); ok && n >= 0 {
+	if n, ok := paramvalue.Number(m["message-ttl"]); ok && n >= 0 {
 		u.messageTTL = int64(n)
 	}
 	if b, ok := m["trust-user-id"].(bool); ok {
@@ -196,47 +196,6 @@ func sortedKeys(m map[string]any) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func uris(v any) []string {
-	switch v := v.(type) {
-	case string:
-		return []string{v}
-	case []any:
-		out := make([]string, 0, len(v))
-		for _, u := range v {
-			if s, ok := u.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
-}
-
-// number reads a JSON number (json.Number from the management API and
-// meta.db, float64 otherwise).
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	}
-	return 0, false
-}
-
-// pickURI chooses one of the upstream's URIs at random, as the plugin does.
-func pickURI(list []string) (string, error) {
-	if len(list) == 0 {
-		return "", fmt.Errorf("no URI")
-	}
-	return list[rand.IntN(len(list))], nil
 }
 
 // uriVhost is the vhost a URI names; a URI without one (amqp://host or

@@ -2,8 +2,7 @@ package shovel
 
 import (
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
+	"github.com/warrenmq/warren/internal/paramvalue"
 	"net/url"
 	"strconv"
 	"time"
@@ -43,7 +42,7 @@ const (
 func parseDefinition(v any) definition {
 	m, _ := v.(map[string]any)
 	d := definition{
-		srcURIs: uris(m["src-uri"]), destURIs: uris(m["dest-uri"]),
+		srcURIs: paramvalue.URIs(m["src-uri"]), destURIs: paramvalue.URIs(m["dest-uri"]),
 		srcQueue: str(m, "src-queue"), srcExchange: str(m, "src-exchange"),
 		srcExchangeKey: "#", destQueue: str(m, "dest-queue"), destExchange: str(m, "dest-exchange"),
 		srcQueueArgs: table(m["src-queue-args"]), srcConsumeArgs: table(m["src-consumer-args"]),
@@ -60,17 +59,17 @@ func parseDefinition(v any) definition {
 	if a, ok := m["ack-mode"].(string); ok {
 		d.ackMode = a
 	}
-	if n, ok := number(first(m, "src-prefetch-count", "prefetch-count")); ok && n > 0 {
+	if n, ok := paramvalue.Number(first(m, "src-prefetch-count", "prefetch-count")); ok && n > 0 {
 		d.prefetch = int(n)
 	}
-	if n, ok := number(m["reconnect-delay"]); ok && n >= 0 {
+	if n, ok := paramvalue.Number(m["reconnect-delay"]); ok && n >= 0 {
 		d.reconnectDelay = time.Duration(n * float64(time.Second))
 	}
 	switch after := first(m, "src-delete-after", "delete-after"); after {
 	case "queue-length":
 		d.deleteAfter = deleteQueueLength
 	default:
-		if n, ok := number(after); ok {
+		if n, ok := paramvalue.Number(after); ok {
 			d.deleteAfter = int64(n)
 		}
 	}
@@ -95,39 +94,6 @@ func first(m map[string]any, keys ...string) any {
 }
 
 func str(m map[string]any, k string) string { s, _ := m[k].(string); return s }
-
-func uris(v any) []string {
-	switch v := v.(type) {
-	case string:
-		return []string{v}
-	case []any:
-		out := make([]string, 0, len(v))
-		for _, u := range v {
-			if s, ok := u.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
-}
-
-// number reads a JSON number (json.Number from the management API and
-// meta.db, float64 otherwise).
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	}
-	return 0, false
-}
 
 // table turns a JSON object of arguments into an AMQP table, numbers as
 // integers where they are whole (x-max-length and the like).
@@ -166,15 +132,6 @@ func amqpValue(v any) any {
 		return out
 	}
 	return v
-}
-
-// pickURI chooses one of a side's URIs at random, as the plugin does, so a
-// list spreads shovels over a cluster's nodes and survives one going down.
-func pickURI(list []string) (string, error) {
-	if len(list) == 0 {
-		return "", fmt.Errorf("no URI")
-	}
-	return list[rand.IntN(len(list))], nil
 }
 
 // isLocal reports whether uri is a direct URI (amqp:// with no host):

@@ -1,6 +1,7 @@
 package shovel
 
 import (
+	"github.com/warrenmq/warren/internal/paramvalue"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -38,7 +39,7 @@ func (l *link) publishing(dl amqp.Delivery) amqp.Publishing {
 func applyProperties(p *amqp.Publishing, props map[string]any) {
 	for k, v := range props {
 		s, _ := v.(string)
-		n, _ := number(v)
+		n, _ := paramvalue.Number(v)
 		switch k {
 		case "content_type":
 			p.ContentType = s

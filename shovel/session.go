@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/warrenmq/warren/internal/paramvalue"
 	"sort"
 	"time"
 
@@ -58,10 +59,10 @@ func (l *link) close() {
 func (l *link) open() error {
 	w, d := l.w, l.w.def
 	var err error
-	if l.srcURI, err = pickURI(d.srcURIs); err != nil {
+	if l.srcURI, err = paramvalue.PickURI(d.srcURIs); err != nil {
 		return fmt.Errorf("src-uri: %w", err)
 	}
-	destURI, err := pickURI(d.destURIs)
+	destURI, err := paramvalue.PickURI(d.destURIs)
 	if err != nil {
 		return fmt.Errorf("dest-uri: %w", err)
 	}

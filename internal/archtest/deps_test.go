@@ -60,10 +60,10 @@ var allowed = map[string]rule{
 	// The shovel runner is a client of brokers, this one included, and
 	// knows the broker only through what cmd/warren gives its Config; the
 	// server must not import it.
-	"shovel": {thirdParty: []string{amqp091}},
+	"shovel": {module: []string{"internal/paramvalue"}, thirdParty: []string{amqp091}},
 	// The federation runner likewise: a client of its upstreams and of
 	// this broker, wired by cmd/warren.
-	"federation":      {thirdParty: []string{amqp091}},
+	"federation":      {module: []string{"internal/paramvalue"}, thirdParty: []string{amqp091}},
 	"cmd/warrenctl":   {},
 	"cmd/warren-perf": {thirdParty: []string{amqp091}},
 	"cmd/amqpgen":     {},
@@ -72,6 +72,9 @@ var allowed = map[string]rule{
 	"cmd/warren-chaos":  {thirdParty: []string{amqp091, porcupine}},
 	"internal/archtest": {},
 	"internal/testcert": {},
+	// What the shovel and federation runners both read of their
+	// runtime parameters.
+	"internal/paramvalue": {},
 	// internal/soakflag only defines the -soak test flag; every package with
 	// tests imports it from a test file, which go list's .Imports (checked
 	// here) leaves out, so no rule above needs it.
