@@ -37,6 +37,7 @@ func TestCommandRoundTrip(t *testing.T) {
 		AlterQueueISR{Vhost: "v", Name: "q", Epoch: 2, Version: 3, ISR: []string{"warren@h", "warren@i"}},
 		ElectQueueLeader{Vhost: "v", Name: "q", Placement: replica.Placement{Replicas: []string{"warren@h", "warren@i"},
 			Leader: "warren@i", Epoch: 3, ISR: []string{"warren@i"}, MinISR: 1, Version: 4}},
+		ChangeQueueReplicas{Vhost: "v", Name: "q", Version: 4, Replicas: []string{"warren@i", "warren@j"}, MinISR: 1},
 		DeleteQueue{Vhost: "v", Name: "q"},
 		Bind{Vhost: "v", Source: "x", Destination: "q", DestinationType: "queue", Durable: true, RoutingKey: "k", Arguments: args},
 		Unbind{Vhost: "v", Source: "x", Destination: "q", DestinationType: "queue", Durable: true, RoutingKey: "k", Arguments: args},

@@ -191,10 +191,8 @@ func (h *quorumQueue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.L
 		return f.enqueue(m, ttl, stored, loc)
 	}
 	q := h.q
-	if q.qa.overflow == overflowRejectPublish || q.qa.overflow == overflowRejectPublishDLX {
-		if h.atLimit(m) {
-			return accepted{res: enqueueRejected}
-		}
+	if h.atLimit(m) {
+		return accepted{res: enqueueRejected}
 	}
 	rec := encodeQuorumEnq(m, nowMillis(), ttl)
 	h.mu.Lock()
@@ -220,13 +218,21 @@ func (h *quorumQueue) enqueue(m *Message, ttl int64, stored bool, loc msgstore.L
 // atLimit reports whether the queue, counting the publishes not yet
 // committed, is at its length limit (reject-publish refuses m then).
 func (h *quorumQueue) atLimit(m *Message) bool {
+	// q.qa is replaced by a policy change under q.mu: read it there.
+	q := h.q
+	q.mu.Lock()
+	o := q.qa.overflow
+	limited := q.qa.maxLength >= 0 || q.qa.maxLengthBytes >= 0
+	q.mu.Unlock()
+	if !limited || (o != overflowRejectPublish && o != overflowRejectPublishDLX) {
+		return false
+	}
 	h.mu.Lock()
 	n, bytes := len(h.pend), 0
 	for _, p := range h.pend {
 		bytes += p.m.size()
 	}
 	h.mu.Unlock()
-	q := h.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	dn, db := q.dlxLenLocked()
