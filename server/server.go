@@ -120,9 +120,6 @@ func New(cfg Config) (*Server, error) {
 		s.cluster.peers = &clusterPeers{}
 		s.enableRemoteQueues(s.cluster.cfg.NodeName, s.cluster.peers, s.cluster.peers)
 	}
-	if err := s.startReplicas(); err != nil {
-		return nil, err
-	}
 	if err := s.loadTLS(); err != nil {
 		return nil, err
 	}
@@ -164,6 +161,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.nodeID = id
+	// Just before the definitions, which open the quorum queues' replicas:
+	// no earlier return may leave the manager's goroutines running.
+	if err := s.startReplicas(); err != nil {
+		s.closeMeta()
+		return nil, err
+	}
 	started := time.Now()
 	firstBoot, err := s.loadDefinitions()
 	switch {
