@@ -28,6 +28,8 @@ type link struct {
 	left                                             int64             // messages still to move before delete-after; <0: unbounded
 	srcURI                                           string
 	headers                                          amqp.Table // the x-shovelled entry, when forward headers are on
+	unackedFrom                                      uint64     // no-ack mode: the first delivery tag not yet acked at the source
+	lastTag                                          uint64     // no-ack mode: the last delivery tag forwarded
 }
 
 // session connects both sides and moves messages until one fails, the
@@ -142,7 +144,13 @@ func (l *link) openSource() error {
 	if l.left == 0 {
 		return nil
 	}
-	l.deliveries, err = l.srcCh.Consume(q.Name, consumerTag, d.ackMode == "no-ack", false, false, false, d.srcConsumeArgs)
+	// Always a consumer with acks, also for no-ack: a no-ack consumer gets
+	// the whole queue pushed at once, held in amqp091-go's unbounded
+	// delivery buffer whenever the destination is slower than the source.
+	// no-ack acks each delivery as it arrives instead (see forward): the
+	// same at-most-once guarantee, with at most the prefetch in memory.
+	l.deliveries, err = l.srcCh.Consume(q.Name, consumerTag, false, false, false, false, d.srcConsumeArgs)
+	l.unackedFrom = 1
 	return err
 }
 
@@ -186,6 +194,9 @@ const drainTimeout = 5 * time.Second
 // each message once. Deliveries not yet forwarded go back to the source
 // queue when the channel closes.
 func (l *link) drain() error {
+	if err := l.flushNoAck(); err != nil {
+		return err
+	}
 	if len(l.pending) == 0 {
 		return nil
 	}
@@ -265,6 +276,13 @@ func (l *link) forward(dl amqp.Delivery) error {
 		// plugin does (it cancels its consumer).
 		return dl.Nack(false, true)
 	}
+	if l.w.def.ackMode == "no-ack" {
+		// The last message before delete-after is acked at once: the
+		// session ends after it and would return unacked ones.
+		if err := l.ackOnReceipt(dl.DeliveryTag, l.left == 1); err != nil {
+			return err
+		}
+	}
 	exchange, key := l.route(dl)
 	// Not the worker's context: a publish made must be seen through to its
 	// confirm (drain), not abandoned half-way by a stop.
@@ -283,6 +301,28 @@ func (l *link) forward(dl amqp.Delivery) error {
 		return dl.Ack(false)
 	}
 	return nil
+}
+
+// ackOnReceipt is no-ack mode's settlement: the delivery leaves the source
+// before it is published, as with a no-ack consumer. Acks go out as one
+// multiple ack per half prefetch, or at once when no more deliveries are
+// waiting, so the broker never waits on the shovel for credit.
+func (l *link) ackOnReceipt(tag uint64, now bool) error {
+	l.lastTag = tag
+	if !now && tag-l.unackedFrom+1 < uint64(max(1, l.w.def.prefetch/2)) && len(l.deliveries) > 0 {
+		return nil
+	}
+	l.unackedFrom = tag + 1
+	return l.srcCh.Ack(tag, true)
+}
+
+// flushNoAck acks what no-ack mode has forwarded but not yet acked, so a
+// stopping shovel does not hand it back to the source queue.
+func (l *link) flushNoAck() error {
+	if l.w.def.ackMode != "no-ack" || l.lastTag < l.unackedFrom {
+		return nil
+	}
+	return l.ackOnReceipt(l.lastTag, true)
 }
 
 // settle acks the source for a confirmed message or returns a nacked one
