@@ -78,6 +78,8 @@ type delayStore struct {
 	scanning, arrived, shrunk bool
 	arrivedMin                delayItem
 
+	reopen delayReopen // a failed index's reopening (delay_reopen.go)
+
 	pending atomic.Int64 // messages_delayed
 }
 
@@ -135,6 +137,10 @@ func (d *delayStore) put(m *Message, delay int64) (stored bool, err error) {
 			return false, err
 		}
 	}
+	if d.reopen.down {
+		d.mu.Unlock()
+		return false, errDelayIndexDown
+	}
 	st, dropped := d.st, d.dropped
 	m = withBCC(m)
 	if st == nil && !dropped {
@@ -148,12 +154,15 @@ func (d *delayStore) put(m *Message, delay int64) (stored bool, err error) {
 	loc, err := st.put(m, 1) // outside mu: the write may wait for the disk
 	st.noteWrite(err)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("%w: %w", errDelayStoreRefused, err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.dropped {
+	if d.dropped || d.reopen.down {
 		st.release(loc)
+		if d.reopen.down {
+			return false, errDelayIndexDown
+		}
 		return false, nil
 	}
 	seq, err := d.index.Append(queueindex.Entry{
@@ -161,6 +170,7 @@ func (d *delayStore) put(m *Message, delay int64) (stored bool, err error) {
 	})
 	if err != nil {
 		st.release(loc)
+		d.noteIndexErr(err)
 		return false, fmt.Errorf("delayed message index: %w", err)
 	}
 	st.markDirty(d)
@@ -207,10 +217,14 @@ func (d *delayStore) shrinkLocked() {
 func (d *delayStore) popDue(now int64, max int, out []delayItem) []delayItem {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.reopen.down {
+		return out // fires late once reopened, never in flight at the reopen
+	}
 	for len(d.head) > 0 && d.head[0].due <= now && max > 0 {
 		var it delayItem
 		d.head, it = heapPop(d.head)
 		out = append(out, it)
+		d.reopen.inflight++
 		max--
 	}
 	return out
@@ -222,6 +236,7 @@ func (d *delayStore) popDue(now int64, max int, out []delayItem) []delayItem {
 func (d *delayStore) retry(it delayItem) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.reopen.inflight--
 	if !d.dropped {
 		d.head = heapPush(d.head, it)
 	}
@@ -243,6 +258,7 @@ func (d *delayStore) next() (due int64, ok bool) {
 func (d *delayStore) settle(items []delayItem) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.reopen.inflight -= len(items)
 	if d.dropped {
 		return // drop has taken the index: its cleanup releases them
 	}
@@ -251,12 +267,19 @@ func (d *delayStore) settle(items []delayItem) {
 		if d.index == nil {
 			continue
 		}
-		if err := d.index.Ack(items[i].seq); err != nil {
-			d.ex.vhost.log.Error("delayed message index ack failed", "exchange", d.ex.name, "err", err)
+		// A down index is not acked: the reopen acks what is neither in
+		// head nor on disk only.
+		if !d.reopen.down {
+			if err := d.index.Ack(items[i].seq); err != nil {
+				d.noteIndexErr(err)
+				if !d.reopen.down {
+					d.ex.vhost.log.Error("delayed message index ack failed", "exchange", d.ex.name, "err", err)
+				}
+			}
 		}
 		d.st.release(items[i].loc)
 	}
-	if d.index != nil {
+	if d.index != nil && !d.reopen.down {
 		d.st.markDirty(d)
 	}
 }
@@ -267,7 +290,7 @@ func (d *delayStore) settle(items []delayItem) {
 func (d *delayStore) beginRefill() (delayItem, *queueindex.Index, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.dropped || d.scanning || d.spilled == 0 || len(d.head) >= delayHeadMax/4 {
+	if d.dropped || d.reopen.down || d.scanning || d.spilled == 0 || len(d.head) >= delayHeadMax/4 {
 		return delayItem{}, nil, false
 	}
 	d.scanning, d.arrived, d.shrunk = true, false, false
@@ -370,27 +393,44 @@ func (d *delayStore) drop() {
 // flushIndex writes the index's pending changes (indexOwner).
 func (d *delayStore) flushIndex() error {
 	d.mu.Lock()
-	ix := d.index
+	ix, down := d.index, d.reopen.down
 	d.mu.Unlock()
 	if ix == nil {
 		return nil
+	}
+	if down {
+		return errDelayIndexDown // appends before the failure may be lost with it: their confirms are nacked
 	}
 	err := ix.Flush()
 	if errors.Is(err, queueindex.ErrClosed) {
 		return nil // dropped meanwhile
 	}
+	d.noteFailed(err)
 	return err
+}
+
+// noteFailed marks the store down when the committer's flush or sync of
+// its index failed.
+func (d *delayStore) noteFailed(err error) {
+	if !isIndexFailure(err) {
+		return
+	}
+	d.mu.Lock()
+	d.indexFailedLocked(err)
+	d.mu.Unlock()
 }
 
 // syncIndex fsyncs the index (indexOwner).
 func (d *delayStore) syncIndex() error {
 	d.mu.Lock()
-	ix := d.index
+	ix, down := d.index, d.reopen.down
 	d.mu.Unlock()
-	if ix == nil {
+	if ix == nil || down {
 		return nil
 	}
-	return ix.Sync()
+	err := ix.Sync()
+	d.noteFailed(err)
+	return err
 }
 
 // indexName names the store in logs (indexOwner).

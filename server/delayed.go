@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"math"
 	"strconv"
 
@@ -171,7 +172,9 @@ func (vh *Vhost) holdDelayed(exs []*Exchange, m *Message, delay int64, res *rout
 	for _, ex := range exs {
 		stored, err := ex.delay.put(m, delay)
 		if err != nil {
-			vh.log.Error("a delayed message could not be stored; it is refused", "exchange", ex.name, "err", err)
+			if !errors.Is(err, errDelayIndexDown) && !errors.Is(err, errDelayStoreRefused) {
+				vh.log.Error("a delayed message could not be stored; it is refused", "exchange", ex.name, "err", err)
+			}
 			res.rejected = true
 			continue
 		}

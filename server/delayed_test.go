@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/warrenmq/warren/queueindex"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -569,5 +570,39 @@ func TestDelayedDeletedLeftoversRemovedAtStart(t *testing.T) {
 	}
 	if st, _ := vh2.StorageStats(); st.LiveMessages != 10 {
 		t.Fatalf("%d live messages in the store, want the kept exchange's 10", st.LiveMessages)
+	}
+}
+
+// TestDelayedReopenAcksWhatSettledWhileDown: messages fired and settled
+// while the exchange's index is down (their acks cannot be written) are
+// acked by the reopen, so they do not fire again after a restart; the
+// others stay pending.
+func TestDelayedReopenAcksWhatSettledWhileDown(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, withDataDir(dir))
+	f := newDelayedFixture(t, ts, "fanout", "", true)
+	for i := range 20 {
+		f.publish(t, "", fmt.Sprint(i), int32(3_600_000+i), false) // an hour: the delayer leaves them
+	}
+	ds := ts.Vhost("/").exchange("dx").delay
+	// As the delayer does, but an hour early: 5 fired, then the index fails
+	// before the round that would write their acks.
+	items := ds.popDue(nowMillis()+2*3_600_000, 5, nil)
+	if len(items) != 5 {
+		t.Fatalf("popped %d, want 5", len(items))
+	}
+	ds.mu.Lock()
+	ds.indexFailedLocked(fmt.Errorf("injected: %w", queueindex.ErrFailed))
+	ds.mu.Unlock()
+	ds.settle(items)
+	waitFor(t, 5*time.Second, "the committer to reopen the index", func() bool {
+		ds.mu.Lock()
+		defer ds.mu.Unlock()
+		return !ds.reopen.down
+	})
+	must(t, ts.Close())
+	ts2 := startServer(t, withDataDir(dir))
+	if got := ts2.Vhost("/").exchange("dx").MessagesDelayed(); got != 15 {
+		t.Fatalf("messages_delayed after restart %d, want 15 (the 5 settled while the index was down came back?)", got)
 	}
 }

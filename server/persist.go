@@ -48,9 +48,9 @@ type vhostStorage struct {
 	stopped bool
 	// after are called with the outcome of the next round (afterRound).
 	after []func(error)
-	// reopen are the queues whose index failed a write; the committer
-	// reopens them (queue_reopen.go).
-	reopen map[*Queue]struct{}
+	// reopen are the queues and delaying exchanges whose index failed a
+	// write; the committer reopens them (queue_reopen.go, delay_reopen.go).
+	reopen map[reopener]struct{}
 
 	kick chan struct{}
 	quit chan struct{}

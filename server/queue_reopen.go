@@ -326,10 +326,10 @@ func (q *Queue) logIndexErr(op string, err error) {
 }
 
 // scheduleReopen hands q to the committer, which reopens its index.
-func (v *vhostStorage) scheduleReopen(q *Queue) {
+func (v *vhostStorage) scheduleReopen(q reopener) {
 	v.mu.Lock()
 	if v.reopen == nil {
-		v.reopen = make(map[*Queue]struct{})
+		v.reopen = make(map[reopener]struct{})
 	}
 	v.reopen[q] = struct{}{}
 	v.mu.Unlock()
@@ -344,7 +344,7 @@ func (v *vhostStorage) reopenIndexes() time.Duration {
 		v.mu.Unlock()
 		return 0
 	}
-	qs := make([]*Queue, 0, len(v.reopen))
+	qs := make([]reopener, 0, len(v.reopen))
 	for q := range v.reopen {
 		qs = append(qs, q)
 	}
