@@ -2,6 +2,7 @@ package server
 
 import (
 	"slices"
+	"sync/atomic"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/replica"
@@ -93,11 +94,21 @@ func (h *quorumQueue) applyPlacement(srv *Server, np replica.Placement) {
 	}
 }
 
+// testHookQuorumBecomeLeader, set by a test, runs on the elected node
+// before it rebuilds the queue: a test holds it there to keep the window
+// open in which the other nodes already forward to it and it does not
+// serve the queue yet (a long replay, or a node applying the election
+// late).
+var testHookQuorumBecomeLeader atomic.Pointer[func(node, queue string)]
+
 // becomeLeader rebuilds the queue from this node's log (a mirror that was
 // elected) and starts serving it. The replica already leads the new epoch;
 // publishes wait for h.mu, so none of them is both replayed and pending.
 func (h *quorumQueue) becomeLeader() {
 	q := h.q
+	if hook := testHookQuorumBecomeLeader.Load(); hook != nil {
+		(*hook)(q.vhost.srv.cfg.NodeName, q.name)
+	}
 	h.mu.Lock()
 	if h.log == nil || h.closed {
 		h.mu.Unlock()

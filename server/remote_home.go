@@ -41,8 +41,10 @@ func (r *remoteQueues) forwardedQueue(rd *wireReader, method uint32) (*Queue, *a
 // handlePublish enqueues a batch of forwarded publishes through the queues'
 // handles, as the publish path does after routing (the ingress routed), and
 // answers per publish once its copies are durable under this node's flush
-// policy: false for a publish a queue refused or whose write failed. A queue
-// deleted meanwhile takes nothing, which confirms (as for a local publish).
+// policy: false for a publish a queue refused or whose write failed, or one
+// for a queue that exists here but is not served here (its home or leader
+// is another node, or not yet this one). A queue deleted meanwhile takes
+// nothing, which confirms (as for a local publish).
 func (r *remoteQueues) handlePublish(ctx context.Context, from string, payload []byte) ([]byte, error) {
 	rd := wireReader{b: payload}
 	rd.string() // the publisher ref: ingress node and first token, for
@@ -54,15 +56,28 @@ func (r *remoteQueues) handlePublish(ctx context.Context, from string, payload [
 	for i := range n {
 		vh := r.s.Vhost(rd.string())
 		queues = queues[:0]
+		unserved := false
 		for range rd.count() {
-			if q := r.localQueue(vh, rd.string()); q != nil {
+			name := rd.string()
+			if q := r.localQueue(vh, name); q != nil {
 				queues = append(queues, q)
+			} else if vh != nil && vh.queue(name) != nil {
+				unserved = true
 			}
 		}
 		m := &Message{Exchange: rd.string(), RoutingKey: rd.string(), RawProps: rd.bytes(), Body: rd.bytes()}
 		m.ttl = rd.int()
 		if rd.err != nil {
 			return nil, rd.err
+		}
+		if unserved {
+			// The queue is not served here (a quorum queue's elected
+			// leader that has not applied its election or rebuilt the
+			// queue yet, or one led elsewhere now): the message is not
+			// stored, so it is a nack, never the confirm of a deleted
+			// queue (warren-chaos crash seed 1 lost 40 so).
+			acks.t.settled(uint64(i+1), false)
+			continue
 		}
 		if vh == nil || len(queues) == 0 {
 			acks.t.settled(uint64(i+1), true)
