@@ -89,7 +89,9 @@
 // grow, shrink, transfer, rebalance), drain and revive, re-attaching
 // consumers after a failover (consumers of the old leader are cancelled
 // and must re-subscribe), resending a non-leader's unconfirmed forwarded
-// publishes to the new leader (they are nacked), the queue-leader-locator
+// publishes to the new leader (they are nacked; so is a publish
+// forwarded to a node that does not serve the queue yet or any more, an
+// elected node before its rebuild included), the queue-leader-locator
 // policy key (x-queue-leader-locator balanced is applied), and replicated
 // streams.
 //
