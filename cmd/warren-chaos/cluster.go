@@ -120,12 +120,19 @@ func isNoMajority(err error) bool {
 }
 
 // homeDownText marks a 404 for a queue whose home node is down: the queue
-// exists, it cannot be reached (RabbitMQ 3.10's words).
-const homeDownText = "is down or inaccessible"
+// exists, it cannot be reached (RabbitMQ 3.10's words). startingText marks
+// the same 404 from a restarted node that led a quorum queue and does not
+// know yet whether it still leads it: it passes within seconds, once the
+// node has caught up with the metadata log.
+const (
+	homeDownText = "is down or inaccessible"
+	startingText = "is not available yet (the node is starting)"
+)
 
 func isHomeDown(err error) bool {
 	var amqpErr *amqp.Error
-	return errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound && strings.Contains(amqpErr.Reason, homeDownText)
+	return errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound &&
+		(strings.Contains(amqpErr.Reason, homeDownText) || strings.Contains(amqpErr.Reason, startingText))
 }
 
 // deliveries are a session's consumers, one per work queue, on one AMQP
