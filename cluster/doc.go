@@ -34,8 +34,9 @@
 // Membership is memberlist with DefaultLANConfig timings: it tells who is up
 // and gossips each node's meta (storage id, boot id, cluster address,
 // version, alarm bits, voter and in-Raft flags), never decisions. Seeds and
-// the Raft servers gossip does not see alive are joined again every
-// ReconnectInterval (30 s, Serf's reconnect).
+// the Raft servers gossip does not see alive are joined at start (the only
+// join of a node restarted on its data: it is in Raft already) and again
+// every ReconnectInterval (30 s, Serf's reconnect).
 //
 // The metadata Raft group uses raft-boltdb/v2 (DataDir/raft/raft.db) behind
 // raft.NewLogCache as log and stable store, a file snapshot store keeping

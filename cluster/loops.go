@@ -149,44 +149,53 @@ func (n *Node) askToJoin(peers []Member) {
 	}
 }
 
-// reconnectLoop joins, every ReconnectInterval, the seeds and the Raft
-// servers gossip does not see alive, since memberlist does not heal a long
-// partition by itself (Serf's reconnect).
+// reconnectLoop joins, at start and then every ReconnectInterval, the
+// seeds and the Raft servers gossip does not see alive, since memberlist
+// does not heal a long partition by itself (Serf's reconnect). The pass at
+// start is the only join of a restarted node: it is in the Raft
+// configuration already, so joinLoop returns at once, and peers that
+// declared it dead gossip nothing to it; without it the node counted its
+// peers dead for up to an interval.
 func (n *Node) reconnectLoop() {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.ReconnectInterval)
 	defer t.Stop()
 	for {
+		n.reconnect()
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
 		}
-		alive := make(map[string]bool)
-		for _, m := range n.mem.list() {
-			if m.State == StateAlive {
-				alive[m.Addr] = true
-			}
+	}
+}
+
+// reconnect joins the seeds and Raft servers gossip does not see alive.
+func (n *Node) reconnect() {
+	alive := make(map[string]bool)
+	for _, m := range n.mem.list() {
+		if m.State == StateAlive {
+			alive[m.Addr] = true
 		}
-		targets := map[string]bool{}
-		for _, s := range n.cfg.Seeds {
-			targets[s] = true
+	}
+	targets := map[string]bool{}
+	for _, s := range n.cfg.Seeds {
+		targets[s] = true
+	}
+	if servers, err := n.servers(); err == nil {
+		for _, s := range servers {
+			targets[string(s.Address)] = true
 		}
-		if servers, err := n.servers(); err == nil {
-			for _, s := range servers {
-				targets[string(s.Address)] = true
-			}
+	}
+	var addrs []string
+	for a := range targets {
+		if a != n.Addr() && !alive[a] {
+			addrs = append(addrs, a)
 		}
-		var addrs []string
-		for a := range targets {
-			if a != n.Addr() && !alive[a] {
-				addrs = append(addrs, a)
-			}
-		}
-		if len(addrs) > 0 {
-			if _, err := n.ml.Join(addrs); err != nil {
-				n.log.Debug("reconnect", "addrs", addrs, "error", err)
-			}
+	}
+	if len(addrs) > 0 {
+		if _, err := n.ml.Join(addrs); err != nil {
+			n.log.Debug("reconnect", "addrs", addrs, "error", err)
 		}
 	}
 }
