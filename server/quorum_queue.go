@@ -145,6 +145,13 @@ type quorumQueue struct {
 	// starting is set while a cluster node that started as this queue's
 	// leader waits to learn whether it still is (quorum_roles.go).
 	starting bool
+	// deposed is set when this node's leadership ended, until it leads
+	// again; deposedAt is what it had committed as leader then. Its
+	// appends above that were truncated or may have been: the commits its
+	// replica reports from then on are the new leader's records at those
+	// offsets, never a confirm for its own (quorum_roles.go).
+	deposed   bool
+	deposedAt uint64
 	// mirrored: a classic queue mirrored by an ha policy (mirror.go), with
 	// the classic type's name and delete rules. Fixed at creation.
 	mirrored bool
@@ -244,6 +251,12 @@ func (h *quorumQueue) atLimit(m *Message) bool {
 // is, else from Committed, or as a nack after quorumConfirmTimeout.
 func (h *quorumQueue) whenDurable(off uint64, c completion) {
 	h.mu.Lock()
+	if h.deposed && off > h.deposedAt {
+		// Appended by a leadership that ended before its commit.
+		h.mu.Unlock()
+		c.done(false)
+		return
+	}
 	if off <= h.committed {
 		nack := h.rejected[off]
 		delete(h.rejected, off)

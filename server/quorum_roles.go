@@ -77,7 +77,12 @@ func (h *quorumQueue) applyPlacement(srv *Server, np replica.Placement) {
 	if np.Leader != self || np.Epoch > old.Epoch {
 		h.starting = false // the placement is newer than what the node started with
 	}
+	var lost []completion
+	if wasLeader && np.Leader != self {
+		lost = h.depose()
+	}
 	h.mu.Unlock()
+	completeAll(lost, false)
 	if r != nil {
 		r.SetPlacement(np)
 	}
@@ -101,6 +106,31 @@ func (h *quorumQueue) applyPlacement(srv *Server, np replica.Placement) {
 // late).
 var testHookQuorumBecomeLeader atomic.Pointer[func(node, queue string)]
 
+// depose ends this node's leadership for the publishes waiting on it,
+// before its replica takes the placement that ends it (h.mu held): once
+// the replica follows the new leader it reports that leader's commits,
+// and the new leader's records may sit at the offsets where this node's
+// uncommitted publishes were (truncated). Committed would confirm those
+// publishes. It returns their confirms, to nack; a wait at or below
+// what was committed here is left to Committed, which may be confirming
+// it right now.
+func (h *quorumQueue) depose() []completion {
+	var lost []completion
+	keep := h.waits[:0]
+	for _, w := range h.waits {
+		if w.off > h.committed {
+			lost = append(lost, w.c)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(h.waits[len(keep):])
+	h.waits = keep
+	h.pend = nil
+	h.deposed, h.deposedAt = true, h.committed
+	return lost
+}
+
 // becomeLeader rebuilds the queue from this node's log (a mirror that was
 // elected) and starts serving it. The replica already leads the new epoch;
 // publishes wait for h.mu, so none of them is both replayed and pending.
@@ -122,6 +152,7 @@ func (h *quorumQueue) becomeLeader() {
 	}
 	dead := q.restoreQuorum(ms, h.place.Epoch, true)
 	h.fwd = nil
+	h.deposed = false // its appends from now on are this leadership's
 	epoch := h.place.Epoch
 	h.mu.Unlock()
 	q.publishDeadLetters(dead) // with h.mu released: a DLX may route back here; kicks the dlx set
@@ -129,11 +160,19 @@ func (h *quorumQueue) becomeLeader() {
 	q.vhost.log.Info("quorum queue leader here", "queue", q.name, "messages", len(ms), "epoch", epoch)
 }
 
+// testHookQuorumStepDown, set by a test, runs on a deposed leader after
+// its replica took the new placement and before the queue steps down: a
+// test holds it there while the replica follows the new leader.
+var testHookQuorumStepDown atomic.Pointer[func(node, queue string)]
+
 // stepDown ends serving the queue here (another node was elected): its
 // consumers are cancelled and its in-memory state dropped, without
 // records; the log is the leader's to change now.
 func (h *quorumQueue) stepDown(srv *Server, leader string) {
 	q := h.q
+	if hook := testHookQuorumStepDown.Load(); hook != nil {
+		(*hook)(srv.cfg.NodeName, q.name)
+	}
 	q.mu.Lock()
 	cs := q.consumers
 	q.consumers, q.exclusiveConsumer = nil, nil
