@@ -42,6 +42,17 @@ func TestChaosClusterShort(t *testing.T) {
 	runChaosTest(t, cfg)
 }
 
+// TestChaosClusterQuorumShort is TestChaosClusterShort with quorum work
+// queues (-queue-type quorum): each led first by its declaring node with a
+// replica on every node, so each kill fails a queue over to a mirror while
+// the other nodes forward to it. The same guard and variables.
+func TestChaosClusterQuorumShort(t *testing.T) {
+	cfg := config{Nodes: 3, Seed: 1, Duration: 75 * time.Second, Family: "crash",
+		FaultMin: 5 * time.Second, FaultMax: 10 * time.Second, DiskMB: 64, QueueType: "quorum",
+		MaxOps: 2_000_000, Publishers: 3, PubRate: 500, Consumers: 2, DefClients: 2, Scope: "cluster"}
+	runChaosTest(t, cfg)
+}
+
 func runChaosTest(t *testing.T, cfg config) {
 	if os.Getenv("WARREN_CHAOS") != "1" {
 		t.Skip("set WARREN_CHAOS=1 to run the fault harness (needs unshare and iproute2)")
