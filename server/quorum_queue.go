@@ -48,6 +48,10 @@ var testHookQuorumHoldCommits atomic.Bool
 // delivery, before the record reached any mirror.
 var testHookQuorumDropDelivered atomic.Bool
 
+// testHookQuorumCommitted, set by a test, runs in Committed between
+// taking the committed publishes and enqueueing them.
+var testHookQuorumCommitted atomic.Pointer[func(node, queue string)]
+
 // quorumSegmentSize is the segment size of a quorum queue's log: the log
 // reclaims whole segments below the first live message.
 var quorumSegmentSize int64 = 64 << 20
@@ -323,6 +327,9 @@ func (h *quorumQueue) Committed(hw uint64) {
 	msgs := slices.Clone(h.pend[:n])
 	h.pend = slices.Delete(h.pend, 0, n)
 	h.mu.Unlock()
+	if hook := testHookQuorumCommitted.Load(); hook != nil && len(msgs) > 0 {
+		(*hook)(h.q.vhost.srv.cfg.NodeName, h.q.name)
+	}
 
 	var refused []uint64
 	for _, p := range msgs {

@@ -150,6 +150,9 @@ func (h *quorumQueue) becomeLeader() {
 		q.vhost.log.Error("quorum queue: cannot rebuild from its log; not serving", "queue", q.name, "err", err)
 		return
 	}
+	q.mu.Lock()
+	q.dropQuorumStateLocked() // the log alone says what the queue holds
+	q.mu.Unlock()
 	dead := q.restoreQuorum(ms, h.place.Epoch, true)
 	h.fwd = nil
 	h.deposed = false // its appends from now on are this leadership's
@@ -176,13 +179,7 @@ func (h *quorumQueue) stepDown(srv *Server, leader string) {
 	q.mu.Lock()
 	cs := q.consumers
 	q.consumers, q.exclusiveConsumer = nil, nil
-	q.ready.drain()
-	q.pending.drop()
-	q.unacked = tally{}
-	if q.journal.dlx != nil {
-		q.journal.dlx.stopLocked() // the new leader publishes them
-	}
-	*q.journal = quorumJournal{}
+	q.dropQuorumStateLocked()
 	q.mu.Unlock()
 	h.mu.Lock()
 	waits := h.waits
@@ -196,6 +193,22 @@ func (h *quorumQueue) stepDown(srv *Server, leader string) {
 	notifyCancelled(cs)
 	h.setForward(srv, leader)
 	q.vhost.log.Info("quorum queue leader moved away", "queue", q.name, "leader", leader)
+}
+
+// dropQuorumStateLocked forgets the queue's in-memory state (q.mu held):
+// at a step-down, and again before a rebuild, since a Committed that was
+// enqueueing while the queue stepped down leaves its messages behind
+// (it runs on the replica's goroutine, the step-down on the metadata
+// apply); rebuilt on top of them, an elected node served again messages
+// acknowledged through another leader meanwhile.
+func (q *Queue) dropQuorumStateLocked() {
+	q.ready.drain()
+	q.pending.drop()
+	q.unacked = tally{}
+	if q.journal.dlx != nil {
+		q.journal.dlx.stopLocked() // the new leader publishes them
+	}
+	*q.journal = quorumJournal{}
 }
 
 // A cluster node that starts as the leader of a replicated queue does not
