@@ -48,10 +48,6 @@ var testHookQuorumHoldCommits atomic.Bool
 // delivery, before the record reached any mirror.
 var testHookQuorumDropDelivered atomic.Bool
 
-// testHookQuorumCommitted, set by a test, runs in Committed between
-// taking the committed publishes and enqueueing them.
-var testHookQuorumCommitted atomic.Pointer[func(node, queue string)]
-
 // quorumSegmentSize is the segment size of a quorum queue's log: the log
 // reclaims whole segments below the first live message.
 var quorumSegmentSize int64 = 64 << 20

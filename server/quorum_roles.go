@@ -163,6 +163,10 @@ func (h *quorumQueue) becomeLeader() {
 	q.vhost.log.Info("quorum queue leader here", "queue", q.name, "messages", len(ms), "epoch", epoch)
 }
 
+// testHookQuorumCommitted, set by a test, runs in Committed between
+// taking the committed publishes and enqueueing them.
+var testHookQuorumCommitted atomic.Pointer[func(node, queue string)]
+
 // testHookQuorumStepDown, set by a test, runs on a deposed leader after
 // its replica took the new placement and before the queue steps down: a
 // test holds it there while the replica follows the new leader.
