@@ -44,15 +44,26 @@ func (r *remoteQueues) forwardedQueue(rd *wireReader, method uint32) (*Queue, *a
 // policy: false for a publish a queue refused or whose write failed, or one
 // for a queue that exists here but is not served here (its home or leader
 // is another node, or not yet this one). A queue deleted meanwhile takes
-// nothing, which confirms (as for a local publish).
+// nothing, which confirms (as for a local publish). Publishes that the
+// store keeps are written as a local socket read's are (store_batch.go): a
+// run of them with one store write, not one each.
 func (r *remoteQueues) handlePublish(ctx context.Context, from string, payload []byte) ([]byte, error) {
 	rd := wireReader{b: payload}
 	rd.string() // the publisher ref: ingress node and first token, for
 	rd.uint()   // duplicate detection when a replicated queue's leader changes
 	n := rd.count()
 	acks := newBatchAcks(n)
-	var queues []*Queue
-	var takes []bool
+	var (
+		queues []*Queue
+		takes  []bool
+		batch  storeBatch
+		bvh    *Vhost // the vhost of what batch holds
+	)
+	flush := func() {
+		if bvh != nil {
+			batch.flush(bvh.storage, func(it *deferredStore, res *routeResult) { acks.add(it.seq, bvh, res) })
+		}
+	}
 	for i := range n {
 		vh := r.s.Vhost(rd.string())
 		queues = queues[:0]
@@ -68,27 +79,41 @@ func (r *remoteQueues) handlePublish(ctx context.Context, from string, payload [
 		m := &Message{Exchange: rd.string(), RoutingKey: rd.string(), RawProps: rd.bytes(), Body: rd.bytes()}
 		m.ttl = rd.int()
 		if rd.err != nil {
+			flush() // what the home took is answered by the tracker; the call fails
 			return nil, rd.err
 		}
+		seq := uint64(i + 1)
 		if unserved {
 			// The queue is not served here (a quorum queue's elected
 			// leader that has not applied its election or rebuilt the
 			// queue yet, or one led elsewhere now): the message is not
 			// stored, so it is a nack, never the confirm of a deleted
 			// queue (warren-chaos crash seed 1 lost 40 so).
-			acks.t.settled(uint64(i+1), false)
+			flush() // the tracker's entries go in seq order: those batched before first
+			acks.t.settled(seq, false)
 			continue
 		}
 		if vh == nil || len(queues) == 0 {
-			acks.t.settled(uint64(i+1), true)
+			flush()
+			acks.t.settled(seq, true)
 			continue
 		}
-		var res routeResult
 		var refs int
 		takes, refs = vh.storedCopies(m, queues, takes[:0])
+		if refs > 0 {
+			if vh != bvh || batch.full(m) {
+				flush()
+				bvh = vh
+			}
+			batch.add(nil, m, queues, seq)
+			continue
+		}
+		flush() // a publish the store does not keep must not overtake those batched before it
+		var res routeResult
 		vh.deliverTo(m, queues, m.ttl, takes, refs, &res)
-		acks.add(uint64(i+1), vh, &res)
+		acks.add(seq, vh, &res)
 	}
+	flush()
 	acks.t.flush()
 	ok, err := acks.wait(ctx)
 	if err != nil {

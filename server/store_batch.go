@@ -34,14 +34,15 @@ const (
 // deferredStore is one routed message waiting in a storeBatch: its queues
 // are batch.queues[from:to].
 type deferredStore struct {
-	ch       *channel
+	ch       *channel // nil for a forwarded publish (remote_home.go)
 	m        *Message
 	from, to int
-	seq      uint64 // confirm sequence number, 0 without confirms
+	seq      uint64 // confirm sequence number, 0 without confirms; a forwarded publish's place in its rpc batch
 	refs     int    // durable queues taking the stored copy (set by flush)
 }
 
-// storeBatch collects the deferred messages of one socket read.
+// storeBatch collects the deferred messages of one socket read, or of one
+// batch of forwarded publishes at their home (remote_home.go).
 type storeBatch struct {
 	items  []deferredStore
 	queues []*Queue // every item's target queues, back to back
@@ -74,10 +75,19 @@ func (ch *channel) flushStores() { ch.conn.flushStores() }
 // deferStore queues m (routed to queues, confirm sequence seq) in the
 // connection's batch, flushing first when the batch is full.
 func (c *conn) deferStore(ch *channel, m *Message, queues []*Queue, seq uint64) {
-	b := &c.stores
-	if len(b.items) >= storeBatchMaxMessages || b.bytes+len(m.Body) > storeBatchMaxBytes {
+	if c.stores.full(m) {
 		c.flushStores()
 	}
+	c.stores.add(ch, m, queues, seq)
+}
+
+// full reports whether m does not fit in b any more.
+func (b *storeBatch) full(m *Message) bool {
+	return len(b.items) >= storeBatchMaxMessages || b.bytes+len(m.Body) > storeBatchMaxBytes
+}
+
+// add appends m, routed to queues, to b.
+func (b *storeBatch) add(ch *channel, m *Message, queues []*Queue, seq uint64) {
 	from := len(b.queues)
 	b.queues = append(b.queues, queues...)
 	b.items = append(b.items, deferredStore{ch: ch, m: m, from: from, to: len(b.queues), seq: seq})
@@ -99,11 +109,20 @@ func (c *conn) flushBeforeFrame(f amqp.Frame) {
 // flushStores writes the batch's messages to the store with one PutBatch,
 // enqueues them and registers their confirms.
 func (c *conn) flushStores() {
-	b := &c.stores
+	if len(c.stores.items) > 0 {
+		c.stores.flush(c.vhost.storage, confirmDeferred)
+	}
+}
+
+// confirmDeferred registers the confirm of a flushed channel publish.
+func confirmDeferred(it *deferredStore, res *routeResult) { it.ch.confirmRouted(it.seq, res) }
+
+// flush writes b's messages to st with one PutBatch, enqueues them in their
+// queues in order, hands each item's outcome to routed and empties b.
+func (b *storeBatch) flush(st *vhostStorage, routed func(*deferredStore, *routeResult)) {
 	if len(b.items) == 0 {
 		return
 	}
-	st := c.vhost.storage
 	b.recs, b.refs, b.store = b.recs[:0], b.refs[:0], b.store[:0]
 	for i := range b.items {
 		it := &b.items[i]
@@ -148,7 +167,7 @@ func (c *conn) flushStores() {
 			}
 			res.add(q.h.enqueue(it.m, it.m.ttl, s && ok, loc))
 		}
-		it.ch.confirmRouted(it.seq, &res)
+		routed(it, &res)
 	}
 	clear(b.items)
 	clear(b.queues)
