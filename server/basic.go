@@ -145,7 +145,7 @@ func (ch *channel) confirmRouted(seq uint64, res *routeResult) {
 	if !ch.confirm {
 		return
 	}
-	n := len(res.pending.waits)
+	n := res.pending.count()
 	if res.stored {
 		n++
 	}

@@ -68,8 +68,7 @@ func (r *routeResult) add(a accepted) {
 	case a.failed:
 		r.pending.failed = true
 	case a.wait != nil:
-		r.pending.waits = append(r.pending.waits, a.wait)
-		r.pending.tokens = append(r.pending.tokens, a.token)
+		r.pending.add(a.wait, a.token)
 	}
 }
 

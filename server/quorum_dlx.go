@@ -306,7 +306,7 @@ func (h *quorumQueue) deliverDeadLetter(x *quorumDLX, e *dlxEntry, round uint64,
 	takes, refs := vh.storedCopies(m, one, small[:0])
 	vh.deliverTo(m, one, -1, takes, refs, &res)
 	name := t.name
-	n := len(res.pending.waits)
+	n := res.pending.count()
 	if res.stored {
 		n++
 	}

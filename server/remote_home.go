@@ -58,6 +58,8 @@ func (r *remoteQueues) handlePublish(ctx context.Context, from string, payload [
 		takes  []bool
 		batch  storeBatch
 		bvh    *Vhost // the vhost of what batch holds
+		// the previous item's names, which the next usually repeats
+		lastVhost, lastQueue, lastExchange, lastKey string
 	)
 	flush := func() {
 		if bvh != nil {
@@ -65,18 +67,18 @@ func (r *remoteQueues) handlePublish(ctx context.Context, from string, payload [
 		}
 	}
 	for i := range n {
-		vh := r.s.Vhost(rd.string())
+		vh := r.s.Vhost(rd.stringAs(&lastVhost))
 		queues = queues[:0]
 		unserved := false
 		for range rd.count() {
-			name := rd.string()
+			name := rd.stringAs(&lastQueue)
 			if q := r.localQueue(vh, name); q != nil {
 				queues = append(queues, q)
 			} else if vh != nil && vh.queue(name) != nil {
 				unserved = true
 			}
 		}
-		m := &Message{Exchange: rd.string(), RoutingKey: rd.string(), RawProps: rd.bytes(), Body: rd.bytes()}
+		m := &Message{Exchange: rd.stringAs(&lastExchange), RoutingKey: rd.stringAs(&lastKey), RawProps: rd.bytes(), Body: rd.bytes()}
 		m.ttl = rd.int()
 		if rd.err != nil {
 			flush() // what the home took is answered by the tracker; the call fails
@@ -174,7 +176,7 @@ func (a *batchAcks) settled(seq uint64, ack bool) {
 
 // add records what the queues did with publish seq, as confirmRouted does.
 func (a *batchAcks) add(seq uint64, vh *Vhost, res *routeResult) {
-	waits := len(res.pending.waits)
+	waits := res.pending.count()
 	if res.stored {
 		waits++
 	}

@@ -43,11 +43,33 @@ type homeLink struct {
 
 // fwdPublish is one message for one or more queues of the same home.
 type fwdPublish struct {
-	vhost  string
-	queues []string
-	m      *Message
-	ttl    int64
-	waits  []completion // confirms waiting for the home's answer
+	vhost string
+	queue string   // the first queue
+	more  []string // the others, for a fan-out to queues of one home
+	m     *Message
+	ttl   int64
+	// wait and waits are the confirms waiting for the home's answer: most
+	// entries have one, kept inline, so a forwarded publish allocates no
+	// slice of its own (wait.t is nil while there is none).
+	wait  completion
+	waits []completion
+}
+
+// addWait registers c for the home's answer to e.
+func (e *fwdPublish) addWait(c completion) {
+	if e.wait.t == nil {
+		e.wait = c
+	} else {
+		e.waits = append(e.waits, c)
+	}
+}
+
+// appendWaits appends e's confirms to cs.
+func (e *fwdPublish) appendWaits(cs []completion) []completion {
+	if e.wait.t != nil {
+		cs = append(cs, e.wait)
+	}
+	return append(cs, e.waits...)
 }
 
 // The forwarding window: a batch collects at most this many publishes or
@@ -79,7 +101,7 @@ func (l *homeLink) enqueue(q *Queue, m *Message, ttl int64) (uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if n := len(l.open); n > 0 && l.open[n-1].m == m && l.open[n-1].vhost == q.vhost.name {
-		l.open[n-1].queues = append(l.open[n-1].queues, q.name)
+		l.open[n-1].more = append(l.open[n-1].more, q.name)
 		return l.base + uint64(n-1), true
 	}
 	for len(l.open) > 0 && (len(l.open) >= linkMaxBatch || l.bytes+len(m.Body) > linkMaxBytes) && l.r.ctx.Err() == nil {
@@ -88,7 +110,7 @@ func (l *homeLink) enqueue(q *Queue, m *Message, ttl int64) (uint64, bool) {
 	if l.r.ctx.Err() != nil {
 		return 0, false
 	}
-	l.open = append(l.open, fwdPublish{vhost: q.vhost.name, queues: []string{q.name}, m: m, ttl: ttl})
+	l.open = append(l.open, fwdPublish{vhost: q.vhost.name, queue: q.name, m: m, ttl: ttl})
 	l.bytes += len(m.Body)
 	if len(l.open) == 1 {
 		select {
@@ -119,11 +141,9 @@ func (l *homeLink) whenDurable(token uint64, c completion) {
 	l.mu.Lock()
 	switch {
 	case token >= l.base && token-l.base < uint64(len(l.open)):
-		e := &l.open[token-l.base]
-		e.waits = append(e.waits, c)
+		l.open[token-l.base].addWait(c)
 	case token >= l.sendBase && token-l.sendBase < uint64(len(l.sending)):
-		e := &l.sending[token-l.sendBase]
-		e.waits = append(e.waits, c)
+		l.sending[token-l.sendBase].addWait(c)
 	default: // answered already
 		_, failed := l.failed[token]
 		l.mu.Unlock()
@@ -172,13 +192,14 @@ func (l *homeLink) sendBatch() bool {
 	l.mu.Lock()
 	batch = l.sending // waits added while it was with the home
 	l.sending = nil
-	var acked, nacked []completion
+	acked := make([]completion, 0, len(batch))
+	var nacked []completion
 	for i := range batch {
 		if ok == nil || !ok[i] {
 			l.failed[l.sendBase+uint64(i)] = struct{}{}
-			nacked = append(nacked, batch[i].waits...)
+			nacked = batch[i].appendWaits(nacked)
 		} else {
-			acked = append(acked, batch[i].waits...)
+			acked = batch[i].appendWaits(acked)
 		}
 	}
 	l.done = l.sendBase + uint64(len(batch))
@@ -216,8 +237,9 @@ func (l *homeLink) forward(batch []fwdPublish) []bool {
 	for i := range batch {
 		e := &batch[i]
 		w.string(e.vhost)
-		w.uint(uint64(len(e.queues)))
-		for _, q := range e.queues {
+		w.uint(uint64(1 + len(e.more)))
+		w.string(e.queue)
+		for _, q := range e.more {
 			w.string(q)
 		}
 		w.string(e.m.Exchange)

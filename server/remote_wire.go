@@ -103,6 +103,18 @@ func (r *wireReader) bytes() []byte {
 
 func (r *wireReader) string() string { return string(r.bytes()) }
 
+// stringAs reads a string, returning *last when it is the same text and
+// keeping it in *last otherwise: the fields that repeat from item to item
+// of a batch (vhost, queue, exchange, routing key) are then allocated once
+// per run of equal values, not once per item.
+func (r *wireReader) stringAs(last *string) string {
+	b := r.bytes()
+	if string(b) != *last {
+		*last = string(b)
+	}
+	return *last
+}
+
 // count reads a number of items that follow, each at least one byte, so a
 // corrupt count cannot make the reader allocate beyond the payload.
 func (r *wireReader) count() int {

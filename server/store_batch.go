@@ -51,6 +51,10 @@ type storeBatch struct {
 	recs   []msgstore.Record
 	refs   []int
 	locs   []msgstore.Loc
+	// res is the outcome of the item being flushed, handed to the flush's
+	// callback by pointer: a local would escape through the function value
+	// and cost an allocation per publish.
+	res routeResult
 }
 
 // holdForStore is the channel's storeDeferrer: the publish path offers it a
@@ -118,7 +122,8 @@ func (c *conn) flushStores() {
 func confirmDeferred(it *deferredStore, res *routeResult) { it.ch.confirmRouted(it.seq, res) }
 
 // flush writes b's messages to st with one PutBatch, enqueues them in their
-// queues in order, hands each item's outcome to routed and empties b.
+// queues in order, hands each item's outcome to routed (valid during the
+// call only) and empties b.
 func (b *storeBatch) flush(st *vhostStorage, routed func(*deferredStore, *routeResult)) {
 	if len(b.items) == 0 {
 		return
@@ -150,7 +155,8 @@ func (b *storeBatch) flush(st *vhostStorage, routed func(*deferredStore, *routeR
 	for i := range b.items {
 		it := &b.items[i]
 		var loc msgstore.Loc
-		var res routeResult
+		b.res = routeResult{}
+		res := &b.res
 		ok := false
 		if it.refs > 0 {
 			if k < stored {
@@ -167,7 +173,7 @@ func (b *storeBatch) flush(st *vhostStorage, routed func(*deferredStore, *routeR
 			}
 			res.add(q.h.enqueue(it.m, it.m.ttl, s && ok, loc))
 		}
-		routed(it, &res)
+		routed(it, res) // it must not keep res
 	}
 	clear(b.items)
 	clear(b.queues)
