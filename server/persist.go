@@ -370,6 +370,9 @@ func (v *vhostStorage) release(loc msgstore.Loc) {
 
 // put stores a message once for refs durable queues.
 func (v *vhostStorage) put(m *Message, refs int) (msgstore.Loc, error) {
+	if h := testHookStoreWrite.Load(); h != nil {
+		(*h)(v, 1)
+	}
 	return v.store.Put(storeRecord(m), refs)
 }
 

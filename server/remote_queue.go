@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
@@ -20,6 +21,10 @@ type remoteQueue struct {
 	q    *Queue
 	home string
 	r    *remoteQueues
+	// link caches r.link(home): links live as long as the node, and the
+	// lookup under r.mu, once per publish, is a lock every publishing
+	// connection shares.
+	link atomic.Pointer[homeLink]
 	// wake is signalled by redispatch: the consumers' connections have
 	// write-buffer room again, for a push that waits for it.
 	wake chan struct{}
@@ -68,9 +73,12 @@ func (h *remoteQueue) enqueue(m *Message, ttl int64, _ bool, _ msgstore.Loc) acc
 			"queue", h.q.name, "node", h.home, "bytes", len(m.Body))
 		return accepted{res: enqueued, failed: true}
 	}
-	l := h.r.link(h.home)
+	l := h.link.Load()
 	if l == nil {
-		return accepted{res: enqueued, failed: true} // the node is stopping
+		if l = h.r.link(h.home); l == nil {
+			return accepted{res: enqueued, failed: true} // the node is stopping
+		}
+		h.link.Store(l)
 	}
 	token, ok := l.enqueue(h.q, m, ttl)
 	if !ok {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"sync/atomic"
+
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/msgstore"
 )
@@ -149,6 +151,9 @@ func (b *storeBatch) flush(st *vhostStorage, routed func(*deferredStore, *routeR
 	if cap(b.locs) < len(b.recs) {
 		b.locs = make([]msgstore.Loc, len(b.recs))
 	}
+	if h := testHookStoreWrite.Load(); h != nil && len(b.recs) > 0 {
+		(*h)(st, len(b.recs))
+	}
 	stored, err := st.store.PutBatch(b.recs, b.refs, b.locs[:len(b.recs)])
 	st.noteWrite(err)
 	k := 0
@@ -180,6 +185,11 @@ func (b *storeBatch) flush(st *vhostStorage, routed func(*deferredStore, *routeR
 	clear(b.recs)
 	b.items, b.queues, b.bytes = b.items[:0], b.queues[:0], 0
 }
+
+// testHookStoreWrite, when set by a test, sees every call that writes
+// messages to a vhost's store (one record for put, a batch's for flush),
+// so a test can count the writes a run of publishes took.
+var testHookStoreWrite atomic.Pointer[func(st *vhostStorage, records int)]
 
 // storeRecord is m as the message store keeps it.
 func storeRecord(m *Message) msgstore.Record {
