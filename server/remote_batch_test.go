@@ -1,11 +1,14 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/warrenmq/warren/amqp"
 )
 
 // TestRemoteHomeStoresABatchInOneWrite forwards persistent publishes from B
@@ -95,5 +98,75 @@ func TestRemoteHomeStoresABatchInOneWrite(t *testing.T) {
 	}
 	if _, ok, err := ach.Get("q", true); err != nil || ok {
 		t.Fatalf("a message more on the home (ok %v, err %v)", ok, err)
+	}
+}
+
+// TestRemoteHomeBatchWithAMissingQueue answers a forwarded batch in which
+// a publish naming a queue that is gone (confirmed at once) comes after one
+// the home holds in its store batch, itself after a publish to a stream
+// whose append is held back: the at-once confirm must not be recorded ahead
+// of the batched one before it, or the home's confirm tracker, kept in
+// publish order, cannot find the batched one when its commit round
+// completes it, and the batch is never answered (nacked at the timeout).
+func TestRemoteHomeBatchWithAMissingQueue(t *testing.T) {
+	net := newMemNet()
+	nodes := startNodes(t, net, "warren@a", "warren@b")
+	a := nodes[0]
+	declareHomed(t, a, nodes[1:], "q")
+	_, sch := a.channel(t)
+	_, err := sch.QueueDeclare("s", true, false, false, false, amqp091.Table{"x-queue-type": "stream"})
+	must(t, err)
+
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	var held sync.WaitGroup
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }); held.Wait() })
+	setHook(t, &testHookStreamDurable, func(fn func(error)) func(error) {
+		return func(err error) {
+			held.Add(1)
+			go func() {
+				defer held.Done()
+				<-release
+				fn(err)
+			}()
+		}
+	})
+
+	persistent := (&amqp.Properties{Flags: amqp.FlagDeliveryMode, DeliveryMode: 2}).AppendTo(nil)
+	items := []string{"s", "q", "gone", "q"}
+	w := wireWriter{}
+	w.string("warren@b")
+	w.uint(1)
+	w.uint(uint64(len(items)))
+	for i, queue := range items {
+		w.string("/")
+		w.uint(1)
+		w.string(queue)
+		w.string("")
+		w.string(queue)
+		w.bytes(persistent)
+		w.bytes([]byte(fmt.Sprint("m", i)))
+		w.int(-1)
+	}
+	// The queue's commit round completes publishes 2 and 4 while the
+	// stream holds publish 1; then the stream is released.
+	time.AfterFunc(300*time.Millisecond, func() { releaseOnce.Do(func() { close(release) }) })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ans, err := a.remote.handlePublish(ctx, "warren@b", w.b)
+	if err != nil {
+		t.Fatalf("the home did not answer the batch: %v", err)
+	}
+	rd, aerr := readAnswer(ans, methodBasicPublish)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	for i := range items {
+		if !rd.bool() {
+			t.Fatalf("publish %d nacked", i)
+		}
+	}
+	if ready, _ := homeCounts(a, "q"); ready != 2 {
+		t.Fatalf("q holds %d, want 2", ready)
 	}
 }
