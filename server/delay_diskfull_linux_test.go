@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -30,7 +28,7 @@ func TestDiskFullDelayedIndexRecoversWithoutRestart(t *testing.T) {
 	must(t, err)
 	must(t, ch.QueueBind("fired", "k", "later", false, nil))
 	must(t, ch.Confirm(false))
-	pub := &delayedLedger{ch: ch, delay: 200} // firing all along, so some fire in the round that fails
+	pub := &confirmLedger{ch: ch, exchange: "later", key: "k", headers: amqp091.Table{"x-delay": 200}} // firing all along, so some fire in the round that fails
 	for range 50 {
 		if !pub.publish(t) {
 			t.Fatal("publish nacked before the disk filled")
@@ -119,33 +117,4 @@ func TestDiskFullDelayedIndexRecoversWithoutRestart(t *testing.T) {
 		t.Errorf("%d refused delayed publishes logged one by one", n)
 	}
 	t.Logf("%d confirmed, %d nacked (%d while the disk was full)", len(pub.acked), pub.nacks, nackedFull)
-}
-
-// delayedLedger publishes numbered persistent messages with x-delay to the
-// delaying exchange "later" and records which were confirmed.
-type delayedLedger struct {
-	ch    *amqp091.Channel
-	delay int
-	next  int
-	acked []string
-	nacks int
-}
-
-func (l *delayedLedger) publish(t *testing.T) bool {
-	t.Helper()
-	id := fmt.Sprint("d", l.next)
-	l.next++
-	dc, err := l.ch.PublishWithDeferredConfirm("later", "k", false, false, amqp091.Publishing{
-		DeliveryMode: 2, MessageId: id, Body: make([]byte, 200), Headers: amqp091.Table{"x-delay": l.delay}})
-	must(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ok, err := dc.WaitContext(ctx)
-	must(t, err)
-	if ok {
-		l.acked = append(l.acked, id)
-	} else {
-		l.nacks++
-	}
-	return ok
 }

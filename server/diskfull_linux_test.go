@@ -257,13 +257,17 @@ func checkConsumedOnce(t *testing.T, ch *amqp091.Channel, queue string, confirme
 	}
 }
 
-// confirmLedger publishes numbered persistent messages to the fanout "fan"
-// on a confirm channel and records which were confirmed.
+// confirmLedger publishes numbered persistent messages on a confirm channel
+// and records which were confirmed: to the fanout "fan", or to exchange
+// with key and headers when exchange is set.
 type confirmLedger struct {
-	ch    *amqp091.Channel
-	next  int
-	acked []string
-	nacks int
+	ch       *amqp091.Channel
+	exchange string
+	key      string
+	headers  amqp091.Table
+	next     int
+	acked    []string
+	nacks    int
 }
 
 // publish sends one message and waits for its confirm.
@@ -271,8 +275,12 @@ func (l *confirmLedger) publish(t *testing.T) bool {
 	t.Helper()
 	id := fmt.Sprint("m", l.next)
 	l.next++
-	dc, err := l.ch.PublishWithDeferredConfirm("fan", "", false, false,
-		amqp091.Publishing{DeliveryMode: 2, MessageId: id, Body: make([]byte, 200)})
+	exchange := l.exchange
+	if exchange == "" {
+		exchange = "fan"
+	}
+	dc, err := l.ch.PublishWithDeferredConfirm(exchange, l.key, false, false,
+		amqp091.Publishing{DeliveryMode: 2, MessageId: id, Body: make([]byte, 200), Headers: l.headers})
 	must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

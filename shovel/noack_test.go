@@ -173,4 +173,3 @@ func publishSized(t *testing.T, url, queue string, n, size int) {
 		}
 	}
 }
-
